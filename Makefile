@@ -1,0 +1,80 @@
+# shaddr: `make run` is the main job, `make test` runs every test. `make help` lists targets.
+SHELL := /bin/bash
+TOP := $(CURDIR)
+BUILD := $(TOP)/build
+
+# Kernels to build shaddr.ko for: KDIR=<kernel build dir>, else every installed kernel's headers.
+KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
+CMAKE_GEN := -G Ninja
+
+.PHONY: all deps kmod userspace userspace-asan run test test-unit test-kmod test-mpi \
+	checkpatch dkms-install dkms-uninstall clean help
+
+all: kmod userspace
+
+help:
+	@echo "make            build shaddr.ko for every installed kernel and the userspace in build/"
+	@echo "make run        build, load the module (VM, or host where it can), show /dev/shaddr"
+	@echo "make test       unit tests, kernel tests in the VM (6.1 and 6.12), MPI tests"
+	@echo "make test-unit | test-kmod | test-mpi    one part"
+	@echo "make deps       install every dependency from Debian's registry (idempotent)"
+	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
+
+deps:
+	@$(TOP)/tools/shaddr-deps
+
+kmod: deps
+	@set -e; for kdir in $(KDIRS); do \
+		ver=$$(sed -n 's/^#define UTS_RELEASE "\(.*\)"/\1/p' $$kdir/include/generated/utsrelease.h); \
+		out=$(BUILD)/kmod/$$ver; mkdir -p $$out; \
+		cp -rpu $(TOP)/kmod/. $$out/; \
+		echo "kmod: building shaddr.ko for $$ver"; \
+		$(MAKE) -s -C $$kdir M=$$out KCFLAGS=-Werror modules 2>&1 | grep -v 'Skipping BTF' || true; \
+		test -e $$out/shaddr.ko; \
+	done
+
+$(BUILD)/build.ninja: | deps
+	cmake $(CMAKE_GEN) -S $(TOP) -B $(BUILD) >/dev/null
+
+$(BUILD)/asan/build.ninja: | deps
+	cmake $(CMAKE_GEN) -S $(TOP) -B $(BUILD)/asan -DCMAKE_BUILD_TYPE=Debug \
+		-DSHADDR_SANITIZE=address,undefined >/dev/null
+
+userspace: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD)
+
+userspace-asan: deps $(BUILD)/asan/build.ninja
+	cmake --build $(BUILD)/asan
+
+run: all
+	@if [ -e /proc/modules ] && [ "$$(id -u)" = 0 ]; then \
+		echo "run: this kernel loads modules: using insmod on the host"; \
+		$(TOP)/tools/shaddr-vm --host -- $(BUILD)/tools/shaddr-info; \
+	else \
+		echo "run: this kernel cannot load modules: booting Debian's 6.1 kernel in QEMU"; \
+		$(TOP)/tools/shaddr-vm -q --kernel 6.1 -- $(BUILD)/tools/shaddr-info; \
+	fi
+
+test: all userspace-asan
+	@$(TOP)/tools/shaddr-test unit kmod mpi
+
+test-unit: userspace userspace-asan
+	@$(TOP)/tools/shaddr-test unit
+
+test-kmod: all
+	@$(TOP)/tools/shaddr-test kmod
+
+test-mpi: all
+	@$(TOP)/tools/shaddr-test mpi
+
+checkpatch: deps
+	@$(TOP)/tools/shaddr-checkpatch
+
+dkms-install: deps
+	$(TOP)/tools/shaddr-dkms install
+
+dkms-uninstall:
+	$(TOP)/tools/shaddr-dkms uninstall
+
+clean:
+	rm -rf $(BUILD)
