@@ -29,8 +29,8 @@ kmod: deps
 		out=$(BUILD)/kmod/$$ver; mkdir -p $$out; \
 		cp -rpu $(TOP)/kmod/. $$out/; \
 		echo "kmod: building shaddr.ko for $$ver"; \
-		$(MAKE) -s -C $$kdir M=$$out KCFLAGS=-Werror modules 2>&1 | grep -v 'Skipping BTF' || true; \
-		test -e $$out/shaddr.ko; \
+		$(MAKE) -s -C $$kdir M=$$out KCFLAGS=-Werror modules 2>&1 | { grep -v 'Skipping BTF' || true; }; \
+		test $${PIPESTATUS[0]} -eq 0; \
 	done
 
 $(BUILD)/build.ninja: | deps

@@ -7,6 +7,7 @@
 
 #include <linux/fs.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -16,11 +17,19 @@ static int shaddr_open(struct inode *inode, struct file *file)
 {
 	struct shaddr_file *sf;
 
+	if (!current->mm)
+		return -EINVAL;
 	sf = kzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
 	if (!sf)
 		return -ENOMEM;
 	mutex_init(&sf->lock);
+	spin_lock_init(&sf->slot_lock);
+	INIT_LIST_HEAD(&sf->exports);
+	sf->mm = current->mm;
+	mmgrab(sf->mm);
 	sf->owner_tgid = task_tgid_vnr(current);
+	sf->slot_size = shaddr_default_slot_size;
+	sf->nr_slots = shaddr_max_slots;
 	file->private_data = sf;
 	atomic64_inc(&shaddr_stats.open_files);
 	pr_debug("open by tgid %d\n", sf->owner_tgid);
@@ -32,6 +41,11 @@ static int shaddr_release(struct inode *inode, struct file *file)
 	struct shaddr_file *sf = file->private_data;
 
 	pr_debug("release of file opened by tgid %d\n", sf->owner_tgid);
+	/* Every window VMA holds the file, so none is left here. */
+	mutex_lock(&sf->lock);
+	shaddr_export_release_all(sf);
+	mutex_unlock(&sf->lock);
+	mmdrop(sf->mm);
 	mutex_destroy(&sf->lock);
 	kfree(sf);
 	atomic64_dec(&shaddr_stats.open_files);
@@ -43,7 +57,7 @@ static long shaddr_ioc_version(void __user *uarg)
 	struct shaddr_version ver = {
 		.abi_major = SHADDR_ABI_MAJOR,
 		.abi_minor = SHADDR_ABI_MINOR,
-		.features = 0,
+		.features = SHADDR_FEAT_WINDOWS,
 	};
 
 	if (copy_to_user(uarg, &ver, sizeof(ver)))
@@ -51,21 +65,79 @@ static long shaddr_ioc_version(void __user *uarg)
 	return 0;
 }
 
+static long shaddr_ioc_set_slot_size(struct shaddr_file *sf,
+				     void __user *uarg)
+{
+	u64 size;
+
+	if (copy_from_user(&size, uarg, sizeof(size)))
+		return -EFAULT;
+	if (size != SHADDR_SLOT_1M && size != SHADDR_SLOT_16M &&
+	    size != SHADDR_SLOT_256M)
+		return -EINVAL;
+	if (sf->used)
+		return -EBUSY;
+	sf->slot_size = size;
+	return 0;
+}
+
+/* Commands that act on the caller's address space need the file's own. */
+static bool shaddr_cmd_needs_owner(unsigned int cmd)
+{
+	switch (cmd) {
+	case SHADDR_IOC_TRANSLATE:
+	case SHADDR_IOC_REVOKE:
+	case SHADDR_IOC_MAP:
+	case SHADDR_IOC_UNMAP:
+	case SHADDR_IOC_SET_SLOT_SIZE:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static long shaddr_ioctl(struct file *file, unsigned int cmd,
 			 unsigned long arg)
 {
+	struct shaddr_file *sf = file->private_data;
 	void __user *uarg = (void __user *)arg;
 	long ret;
 
-	switch (cmd) {
-	case SHADDR_IOC_VERSION:
+	if (cmd == SHADDR_IOC_VERSION) {
 		ret = shaddr_ioc_version(uarg);
+		goto out;
+	}
+	if (shaddr_cmd_needs_owner(cmd) && current->mm != sf->mm) {
+		ret = -EBADFD;
+		goto out;
+	}
+
+	mutex_lock(&sf->lock);
+	switch (cmd) {
+	case SHADDR_IOC_TRANSLATE:
+		ret = shaddr_ioc_translate(sf, uarg);
+		break;
+	case SHADDR_IOC_REVOKE:
+		ret = shaddr_ioc_revoke(sf, uarg);
+		break;
+	case SHADDR_IOC_MAP:
+		ret = shaddr_ioc_map(sf, file, uarg);
+		break;
+	case SHADDR_IOC_UNMAP:
+		ret = shaddr_ioc_unmap(sf, uarg);
+		break;
+	case SHADDR_IOC_QUERY:
+		ret = shaddr_ioc_query(sf, uarg);
+		break;
+	case SHADDR_IOC_SET_SLOT_SIZE:
+		ret = shaddr_ioc_set_slot_size(sf, uarg);
 		break;
 	default:
 		ret = -ENOTTY;
 		break;
 	}
-
+	mutex_unlock(&sf->lock);
+out:
 	atomic64_inc(&shaddr_stats.ioctls);
 	if (ret < 0)
 		atomic64_inc(&shaddr_stats.ioctl_errors);
@@ -78,5 +150,6 @@ const struct file_operations shaddr_fops = {
 	.release = shaddr_release,
 	.unlocked_ioctl = shaddr_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = shaddr_mmap,
 	.llseek = noop_llseek,
 };

@@ -32,6 +32,20 @@ static struct shaddr_stat_attr shaddr_stat_attrs[] = {
 	  &shaddr_stats.ioctls },
 	{ __ATTR(ioctl_errors, 0444, shaddr_stat_show, NULL),
 	  &shaddr_stats.ioctl_errors },
+	{ __ATTR(exports, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.exports },
+	{ __ATTR(windows, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.windows },
+	{ __ATTR(pages_pinned, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.pages_pinned },
+	{ __ATTR(pages_mapped, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.pages_mapped },
+	{ __ATTR(faults, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.faults },
+	{ __ATTR(invalidations, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.invalidations },
+	{ __ATTR(refusals, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.refusals },
 };
 
 static struct attribute *shaddr_stats_attrs[ARRAY_SIZE(shaddr_stat_attrs) + 1];

@@ -61,4 +61,186 @@ struct shaddr_version {
 #define SHADDR_IOC_VERSION	_IOR(SHADDR_IOC_MAGIC, 0x00, \
 				     struct shaddr_version)
 
+/* Window protections (TRANSLATE grants, MAP asks). */
+#define SHADDR_PROT_READ	0x1
+#define SHADDR_PROT_WRITE	0x2
+
+/* Slot (block) sizes a process may choose with SHADDR_IOC_SET_SLOT_SIZE. */
+#define SHADDR_SLOT_1M		(1ULL << 20)
+#define SHADDR_SLOT_16M		(1ULL << 24)
+#define SHADDR_SLOT_256M	(1ULL << 28)
+
+/* Upper bound of the slot count (module parameter max_slots). */
+#define SHADDR_MAX_SLOTS	16
+
+/**
+ * struct shaddr_translate - argument of %SHADDR_IOC_TRANSLATE
+ * @va: in: start of the caller's buffer
+ * @len: in: length of the buffer in bytes, > 0
+ * @prot: in: %SHADDR_PROT_READ, optionally | %SHADDR_PROT_WRITE: what
+ *        importers of the handle may do
+ * @flags: in: must be 0
+ * @handle: out: opaque, random, never 0; valid until revoked or until the
+ *          caller's file is closed
+ * @base: out: address of the first block: @va rounded down to the slot size
+ * @block_size: out: the caller's slot size
+ * @nr_blocks: out: number of blocks covering [@va, @va + @len)
+ * @pad: zeroed
+ */
+struct shaddr_translate {
+	__u64 va;
+	__u64 len;
+	__u32 prot;
+	__u32 flags;
+	__u64 handle;
+	__u64 base;
+	__u64 block_size;
+	__u32 nr_blocks;
+	__u32 pad;
+};
+
+/**
+ * struct shaddr_map - argument of %SHADDR_IOC_MAP
+ * @handle: in: a handle from another process's %SHADDR_IOC_TRANSLATE
+ * @block: in: which block of the handle, 0 <= @block < nr_blocks
+ * @prot: in: %SHADDR_PROT_READ, optionally | %SHADDR_PROT_WRITE
+ * @addr: out: start of the new window in the caller's address space
+ * @size: out: window size (the handle's block size)
+ * @slot: out: the slot the window occupies
+ * @flags: in: must be 0
+ */
+struct shaddr_map {
+	__u64 handle;
+	__u32 block;
+	__u32 prot;
+	__u64 addr;
+	__u64 size;
+	__u32 slot;
+	__u32 flags;
+};
+
+/* UNMAP by slot index instead of by address. */
+#define SHADDR_UNMAP_BY_SLOT	0x1
+
+/**
+ * struct shaddr_unmap - argument of %SHADDR_IOC_UNMAP
+ * @addr: in: start address of a window (unless %SHADDR_UNMAP_BY_SLOT)
+ * @slot: in: slot index (with %SHADDR_UNMAP_BY_SLOT)
+ * @flags: in: 0 or %SHADDR_UNMAP_BY_SLOT
+ */
+struct shaddr_unmap {
+	__u64 addr;
+	__u32 slot;
+	__u32 flags;
+};
+
+/* States of a slot in struct shaddr_slot_info. */
+#define SHADDR_SLOT_FREE	0
+#define SHADDR_SLOT_MAPPED	1
+#define SHADDR_SLOT_DEAD	2	/* exporter gone or handle revoked: SIGBUS */
+
+/**
+ * struct shaddr_slot_info - one slot, as reported by %SHADDR_IOC_QUERY
+ * @state: %SHADDR_SLOT_FREE, %SHADDR_SLOT_MAPPED or %SHADDR_SLOT_DEAD
+ * @prot: %SHADDR_PROT_* of the window
+ * @peer: exporter's thread-group id in the caller's pid namespace (0 if none)
+ * @pad: zeroed
+ * @handle: the handle the window was mapped from
+ * @addr: window start in the caller's address space
+ * @block: exporter address of the block the window shows
+ * @size: window size
+ */
+struct shaddr_slot_info {
+	__u32 state;
+	__u32 prot;
+	__s32 peer;
+	__u32 pad;
+	__u64 handle;
+	__u64 addr;
+	__u64 block;
+	__u64 size;
+};
+
+/**
+ * struct shaddr_query - answer of %SHADDR_IOC_QUERY
+ * @nr_slots: slots this file has (module parameter max_slots at open)
+ * @nr_mapped: slots in use
+ * @slot_size: this file's slot size
+ * @slots: the first @nr_slots entries describe the slots; the rest are zero
+ */
+struct shaddr_query {
+	__u32 nr_slots;
+	__u32 nr_mapped;
+	__u64 slot_size;
+	struct shaddr_slot_info slots[SHADDR_MAX_SLOTS];
+};
+
+/**
+ * define SHADDR_IOC_TRANSLATE - export blocks of the caller's address space
+ *
+ * Argument: &struct shaddr_translate. Fixes the file's slot size.
+ *
+ * Return: 0; -EFAULT (argument not accessible); -EINVAL (zero @len, range
+ * overflows or leaves user space, bad @prot or @flags); -EBADFD (the file
+ * belongs to another address space, e.g. inherited across fork); -ENOSPC
+ * (the file has max_exports handles already); -ENOMEM.
+ */
+#define SHADDR_IOC_TRANSLATE	_IOWR(SHADDR_IOC_MAGIC, 0x01, \
+				      struct shaddr_translate)
+
+/**
+ * define SHADDR_IOC_REVOKE - withdraw a handle of the caller's
+ *
+ * Argument: pointer to the __u64 handle. Windows mapped from it are zapped;
+ * their next access raises SIGBUS; new MAPs fail with -ENOENT.
+ *
+ * Return: 0; -EFAULT; -ENOENT (no such handle of this file); -EBADFD.
+ */
+#define SHADDR_IOC_REVOKE	_IOW(SHADDR_IOC_MAGIC, 0x02, __u64)
+
+/**
+ * define SHADDR_IOC_MAP - map a block of another process into a free slot
+ *
+ * Argument: &struct shaddr_map. The window is populated with the exporter's
+ * present pages at once; other pages fault in on first touch, in the
+ * exporter's address space. It is not inherited across fork, cannot be
+ * split or moved, and goes away on UNMAP, munmap, close or exit.
+ *
+ * Return: 0; -EFAULT; -EINVAL (bad @prot, @flags or @block); -ENOENT (no
+ * such handle, or revoked); -EPERM (the caller may not ptrace-attach to the
+ * exporter); -EACCES (@prot asks for write on a read-only handle);
+ * -ENOSPC (no free slot); -EBADFD; -ENOMEM.
+ */
+#define SHADDR_IOC_MAP		_IOWR(SHADDR_IOC_MAGIC, 0x03, struct shaddr_map)
+
+/**
+ * define SHADDR_IOC_UNMAP - remove a window and free its slot
+ *
+ * Argument: &struct shaddr_unmap.
+ *
+ * Return: 0; -EFAULT; -EINVAL (bad @flags, or @slot out of range); -ENOENT
+ * (no window at @addr or in @slot); -EBADFD.
+ */
+#define SHADDR_IOC_UNMAP	_IOW(SHADDR_IOC_MAGIC, 0x04, struct shaddr_unmap)
+
+/**
+ * define SHADDR_IOC_QUERY - describe the caller's slots
+ *
+ * Argument: &struct shaddr_query, filled in by the kernel.
+ *
+ * Return: 0; -EFAULT.
+ */
+#define SHADDR_IOC_QUERY	_IOR(SHADDR_IOC_MAGIC, 0x05, struct shaddr_query)
+
+/**
+ * define SHADDR_IOC_SET_SLOT_SIZE - choose this file's slot size
+ *
+ * Argument: pointer to a __u64: %SHADDR_SLOT_1M, %SHADDR_SLOT_16M or
+ * %SHADDR_SLOT_256M. Allowed until the first TRANSLATE or MAP on the file.
+ *
+ * Return: 0; -EFAULT; -EINVAL (not one of the three sizes); -EBUSY (the file
+ * has been used already).
+ */
+#define SHADDR_IOC_SET_SLOT_SIZE _IOW(SHADDR_IOC_MAGIC, 0x06, __u64)
+
 #endif /* _UAPI_LINUX_SHADDR_H */

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Exports (handles): TRANSLATE and REVOKE, the global handle table, and the
+ * mmu interval notifier that keeps importers' windows coherent with the
+ * exporter's address space.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/hashtable.h>
+#include <linux/mm.h>
+#include <linux/pid.h>
+#include <linux/random.h>
+#include <linux/rculist.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/workqueue.h>
+
+#include "shaddr_priv.h"
+
+/* Windows zapped per round of one invalidation; more take more rounds. */
+#define SHADDR_ZAP_BATCH	8
+
+static DEFINE_HASHTABLE(shaddr_exports_table, 10);
+static DEFINE_SPINLOCK(shaddr_exports_lock);
+static struct workqueue_struct *shaddr_zap_wq;
+
+/*
+ * An invalidation's zap work. It runs on shaddr_zap_wq while the notifier
+ * waits: zapping an importer's PTEs enters that importer's mmu notifiers,
+ * which must not nest inside the exporter's.
+ */
+struct shaddr_zap {
+	struct work_struct work;
+	struct completion done;
+	unsigned int nr;
+	struct shaddr_window *win[SHADDR_ZAP_BATCH];
+	unsigned long start[SHADDR_ZAP_BATCH];
+	unsigned long end[SHADDR_ZAP_BATCH];
+};
+
+static void shaddr_zap_work(struct work_struct *work)
+{
+	struct shaddr_zap *zap = container_of(work, struct shaddr_zap, work);
+	unsigned int i;
+
+	for (i = 0; i < zap->nr; i++)
+		shaddr_window_zap(zap->win[i], zap->start[i], zap->end[i]);
+	complete(&zap->done);
+}
+
+/*
+ * Collect up to SHADDR_ZAP_BATCH windows with populated pages in
+ * [start, end), clearing those bits and taking a reference on each window.
+ * Caller holds exp->lock. Returns the number collected.
+ */
+static unsigned int shaddr_collect(struct shaddr_export *exp,
+				   unsigned long start, unsigned long end,
+				   struct shaddr_zap *zap)
+{
+	struct shaddr_window *win;
+
+	zap->nr = 0;
+	list_for_each_entry(win, &exp->windows, exp_node) {
+		unsigned long s = max(start, win->src);
+		unsigned long e = min(end, win->src + win->size);
+		unsigned long first, last;
+
+		if (s >= e)
+			continue;
+		first = (s - win->src) >> PAGE_SHIFT;
+		last = (e - win->src + PAGE_SIZE - 1) >> PAGE_SHIFT;
+		if (find_next_bit(win->populated, last, first) >= last)
+			continue;
+		bitmap_clear(win->populated, first, last - first);
+		kref_get(&win->kref);
+		zap->win[zap->nr] = win;
+		zap->start[zap->nr] = s;
+		zap->end[zap->nr] = e;
+		if (++zap->nr == SHADDR_ZAP_BATCH)
+			break;
+	}
+	return zap->nr;
+}
+
+static void shaddr_zap_run(struct shaddr_zap *zap, bool via_worker)
+{
+	unsigned int i;
+
+	if (via_worker) {
+		INIT_WORK_ONSTACK(&zap->work, shaddr_zap_work);
+		init_completion(&zap->done);
+		queue_work(shaddr_zap_wq, &zap->work);
+		wait_for_completion(&zap->done);
+		destroy_work_on_stack(&zap->work);
+	} else {
+		for (i = 0; i < zap->nr; i++)
+			shaddr_window_zap(zap->win[i], zap->start[i],
+					  zap->end[i]);
+	}
+	for (i = 0; i < zap->nr; i++)
+		shaddr_window_put(zap->win[i]);
+	atomic64_inc(&shaddr_stats.invalidations);
+}
+
+static bool shaddr_export_invalidate(struct mmu_interval_notifier *mni,
+				     const struct mmu_notifier_range *range,
+				     unsigned long cur_seq)
+{
+	struct shaddr_export *exp =
+		container_of(mni, struct shaddr_export, notifier);
+	struct shaddr_zap zap;
+	bool first = true;
+
+	if (!mmu_notifier_range_blockable(range)) {
+		/* Zapping sleeps: refuse if anything would need it. */
+		if (!mutex_trylock(&exp->lock))
+			return false;
+		mmu_interval_set_seq(mni, cur_seq);
+		zap.nr = 0;
+		if (shaddr_collect(exp, range->start, range->end, &zap)) {
+			/* Bits were cleared: put them back for the retry. */
+			unsigned int i;
+
+			for (i = 0; i < zap.nr; i++) {
+				struct shaddr_window *win = zap.win[i];
+
+				bitmap_set(win->populated,
+					   (zap.start[i] - win->src) >> PAGE_SHIFT,
+					   (zap.end[i] - zap.start[i]) >> PAGE_SHIFT);
+			}
+			mutex_unlock(&exp->lock);
+			for (i = 0; i < zap.nr; i++)
+				shaddr_window_put(zap.win[i]);
+			return false;
+		}
+		mutex_unlock(&exp->lock);
+		return true;
+	}
+
+	for (;;) {
+		mutex_lock(&exp->lock);
+		if (first)
+			mmu_interval_set_seq(mni, cur_seq);
+		first = false;
+		shaddr_collect(exp, range->start, range->end, &zap);
+		mutex_unlock(&exp->lock);
+		if (!zap.nr)
+			break;
+		shaddr_zap_run(&zap, true);
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops shaddr_export_notifier_ops = {
+	.invalidate = shaddr_export_invalidate,
+};
+
+static void shaddr_export_free_rcu(struct rcu_head *rcu)
+{
+	kfree(container_of(rcu, struct shaddr_export, rcu));
+}
+
+static void shaddr_export_release(struct kref *kref)
+{
+	struct shaddr_export *exp =
+		container_of(kref, struct shaddr_export, kref);
+
+	WARN_ON_ONCE(!list_empty(&exp->windows));
+	mmdrop(exp->mm);
+	put_pid(exp->tgid);
+	mutex_destroy(&exp->lock);
+	atomic64_dec(&shaddr_stats.exports);
+	call_rcu(&exp->rcu, shaddr_export_free_rcu);
+}
+
+void shaddr_export_put(struct shaddr_export *exp)
+{
+	kref_put(&exp->kref, shaddr_export_release);
+}
+
+/**
+ * shaddr_export_lookup() - find a live export by handle
+ * @handle: the handle
+ *
+ * Return: the export with a reference held, or NULL.
+ */
+struct shaddr_export *shaddr_export_lookup(u64 handle)
+{
+	struct shaddr_export *exp, *found = NULL;
+
+	rcu_read_lock();
+	hash_for_each_possible_rcu(shaddr_exports_table, exp, hash_node,
+				   handle) {
+		if (exp->handle == handle && kref_get_unless_zero(&exp->kref)) {
+			found = exp;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	if (found && READ_ONCE(found->dead)) {
+		shaddr_export_put(found);
+		found = NULL;
+	}
+	return found;
+}
+
+/* Pick a random, non-zero handle not in use; caller holds the table lock. */
+static u64 shaddr_new_handle(void)
+{
+	struct shaddr_export *exp;
+	u64 handle;
+
+again:
+	handle = get_random_u64();
+	if (!handle)
+		goto again;
+	hash_for_each_possible(shaddr_exports_table, exp, hash_node, handle)
+		if (exp->handle == handle)
+			goto again;
+	return handle;
+}
+
+/*
+ * Withdraw an export: no new lookups, windows zapped and dead (SIGBUS), the
+ * notifier removed, and the table's reference dropped. Caller holds
+ * sf->lock of the owning file and has unlinked nothing yet.
+ */
+static void shaddr_export_revoke(struct shaddr_file *sf,
+				 struct shaddr_export *exp)
+{
+	struct shaddr_zap zap;
+
+	spin_lock(&shaddr_exports_lock);
+	hash_del_rcu(&exp->hash_node);
+	spin_unlock(&shaddr_exports_lock);
+	list_del(&exp->file_node);
+	sf->nr_exports--;
+
+	mutex_lock(&exp->lock);
+	WRITE_ONCE(exp->dead, true);
+	mutex_unlock(&exp->lock);
+	/* Not inside a notifier here: zap directly, batch by batch. */
+	for (;;) {
+		mutex_lock(&exp->lock);
+		shaddr_collect(exp, 0, ULONG_MAX, &zap);
+		mutex_unlock(&exp->lock);
+		if (!zap.nr)
+			break;
+		shaddr_zap_run(&zap, false);
+	}
+	mmu_interval_notifier_remove(&exp->notifier);
+	shaddr_export_put(exp);
+}
+
+long shaddr_ioc_translate(struct shaddr_file *sf, void __user *uarg)
+{
+	struct shaddr_translate req;
+	struct shaddr_export *exp;
+	unsigned long base, end, block;
+	int ret;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || (req.prot != SHADDR_PROT_READ &&
+			  req.prot != (SHADDR_PROT_READ | SHADDR_PROT_WRITE)))
+		return -EINVAL;
+	if (!req.len || req.va + req.len < req.va ||
+	    req.va + req.len > TASK_SIZE)
+		return -EINVAL;
+	if (sf->nr_exports >= shaddr_max_exports)
+		return -ENOSPC;
+
+	block = sf->slot_size;
+	base = ALIGN_DOWN(req.va, block);
+	end = ALIGN(req.va + req.len, block);
+	if (!end || end > TASK_SIZE)	/* the last block must exist too */
+		return -EINVAL;
+
+	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
+	if (!exp)
+		return -ENOMEM;
+	kref_init(&exp->kref);
+	mutex_init(&exp->lock);
+	INIT_LIST_HEAD(&exp->windows);
+	exp->mm = sf->mm;
+	mmgrab(exp->mm);
+	exp->tgid = get_task_pid(current, PIDTYPE_TGID);
+	exp->base = base;
+	exp->block_size = block;
+	exp->nr_blocks = (end - base) / block;
+	exp->prot = req.prot;
+	atomic64_inc(&shaddr_stats.exports);
+
+	ret = mmu_interval_notifier_insert(&exp->notifier, exp->mm, base,
+					   end - base,
+					   &shaddr_export_notifier_ops);
+	if (ret) {
+		shaddr_export_put(exp);
+		return ret;
+	}
+
+	spin_lock(&shaddr_exports_lock);
+	exp->handle = shaddr_new_handle();
+	hash_add_rcu(shaddr_exports_table, &exp->hash_node, exp->handle);
+	spin_unlock(&shaddr_exports_lock);
+	list_add(&exp->file_node, &sf->exports);
+	sf->nr_exports++;
+	sf->used = true;
+
+	req.handle = exp->handle;
+	req.base = base;
+	req.block_size = block;
+	req.nr_blocks = exp->nr_blocks;
+	req.pad = 0;
+	if (copy_to_user(uarg, &req, sizeof(req))) {
+		shaddr_export_revoke(sf, exp);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+long shaddr_ioc_revoke(struct shaddr_file *sf, void __user *uarg)
+{
+	struct shaddr_export *exp;
+	u64 handle;
+
+	if (copy_from_user(&handle, uarg, sizeof(handle)))
+		return -EFAULT;
+	list_for_each_entry(exp, &sf->exports, file_node) {
+		if (exp->handle == handle) {
+			shaddr_export_revoke(sf, exp);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The file is being released: withdraw every export it made. */
+void shaddr_export_release_all(struct shaddr_file *sf)
+{
+	struct shaddr_export *exp, *tmp;
+
+	list_for_each_entry_safe(exp, tmp, &sf->exports, file_node)
+		shaddr_export_revoke(sf, exp);
+}
+
+int shaddr_export_init(void)
+{
+	shaddr_zap_wq = alloc_workqueue("shaddr_zap",
+					WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	return shaddr_zap_wq ? 0 : -ENOMEM;
+}
+
+void shaddr_export_exit(void)
+{
+	destroy_workqueue(shaddr_zap_wq);
+	/* Exports are freed through RCU: let those callbacks finish. */
+	rcu_barrier();
+}

@@ -1,0 +1,552 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Process windows (importer side): MAP a block of an export into one of the
+ * caller's slots, populate it, fault the rest in on demand, UNMAP, QUERY.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bitmap.h>
+#include <linux/file.h>
+#include <linux/idr.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/pid.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "compat.h"
+#include "shaddr_priv.h"
+
+/* Pages pinned per batch when a window is populated at MAP time. */
+#define SHADDR_POPULATE_BATCH	256
+/* Pages a fault maps: the faulting one, plus present ones after it. */
+#define SHADDR_FAULT_AROUND	16
+/* A window id selects a unique file range, one maximal window wide. */
+#define SHADDR_WINDOW_SPAN	SHADDR_SLOT_256M
+#define SHADDR_MAX_WINDOW_IDS	BIT(20)
+
+static DEFINE_IDA(shaddr_window_ids);
+static const struct vm_operations_struct shaddr_window_vm_ops;
+
+static void shaddr_window_release(struct kref *kref)
+{
+	struct shaddr_window *win =
+		container_of(kref, struct shaddr_window, kref);
+
+	if (win->file)
+		fput(win->file);
+	ida_free(&shaddr_window_ids, win->file_off / SHADDR_WINDOW_SPAN);
+	shaddr_export_put(win->exp);
+	bitmap_free(win->populated);
+	kfree(win);
+}
+
+void shaddr_window_put(struct shaddr_window *win)
+{
+	kref_put(&win->kref, shaddr_window_release);
+}
+
+/* Remove the importer's PTEs of [start, end) (exporter addresses). */
+void shaddr_window_zap(struct shaddr_window *win, unsigned long start,
+		       unsigned long end)
+{
+	if (!win->file)
+		return;
+	unmap_mapping_range(win->file->f_mapping,
+			    win->file_off + (start - win->src), end - start, 1);
+}
+
+/* Take the window out of its export and its slot; the VMA is gone. */
+static void shaddr_window_unlink(struct shaddr_window *win)
+{
+	struct shaddr_export *exp = win->exp;
+	struct shaddr_file *sf = win->importer;
+
+	mutex_lock(&exp->lock);
+	list_del_init(&win->exp_node);
+	mutex_unlock(&exp->lock);
+
+	spin_lock(&sf->slot_lock);
+	if (sf->slots[win->slot] == win)
+		sf->slots[win->slot] = NULL;
+	spin_unlock(&sf->slot_lock);
+	atomic64_dec(&shaddr_stats.windows);
+}
+
+/*
+ * Insert PTEs for @nr pinned exporter pages at byte offset @off of the
+ * window, unless an invalidation ran since @seq. Caller holds the importer's
+ * mmap lock (or VMA lock). Returns 0, -EAGAIN (pages went stale: retry),
+ * -ENOENT (export dead) or -ENOMEM.
+ */
+static int shaddr_window_insert(struct shaddr_window *win,
+				struct vm_area_struct *vma, unsigned long off,
+				struct page **pages, long nr, unsigned long seq)
+{
+	struct shaddr_export *exp = win->exp;
+	unsigned int noreclaim;
+	vm_fault_t vmf;
+	int ret = 0;
+	long i;
+
+	mutex_lock(&exp->lock);
+	if (exp->dead) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (mmu_interval_read_retry(&exp->notifier, seq)) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	/* Page-table allocations here must not recurse into our notifier. */
+	noreclaim = memalloc_noreclaim_save();
+	for (i = 0; i < nr; i++) {
+		unsigned long idx = (off >> PAGE_SHIFT) + i;
+
+		set_bit(idx, win->populated);
+		vmf = vmf_insert_pfn(vma, vma->vm_start + (idx << PAGE_SHIFT),
+				     page_to_pfn(pages[i]));
+		if (vmf & VM_FAULT_ERROR) {
+			ret = -ENOMEM;
+			break;
+		}
+	}
+	memalloc_noreclaim_restore(noreclaim);
+	atomic64_add(i, &shaddr_stats.pages_mapped);
+out:
+	mutex_unlock(&exp->lock);
+	return ret;
+}
+
+static void shaddr_unpin(struct shaddr_window *win, struct page **pages,
+			 long nr)
+{
+	/* A writable window may be written through: the pages are dirty. */
+	unpin_user_pages_dirty_lock(pages, nr, win->writable);
+	atomic64_sub(nr, &shaddr_stats.pages_pinned);
+}
+
+static long shaddr_pin(struct shaddr_window *win, struct mm_struct *mm,
+		       unsigned long addr, long nr, unsigned int flags,
+		       struct page **pages)
+{
+	long n;
+
+	if (win->writable)
+		flags |= FOLL_WRITE;
+	n = shaddr_pin_remote(mm, addr, nr, flags, pages);
+	if (n > 0)
+		atomic64_add(n, &shaddr_stats.pages_pinned);
+	return n;
+}
+
+/*
+ * Map every page the exporter has present in the block, batch by batch,
+ * without faulting anything in. Called from MAP with no mmap lock held.
+ */
+static void shaddr_window_populate(struct shaddr_window *win)
+{
+	struct mm_struct *mm = win->exp->mm;
+	struct mm_struct *self = current->mm;
+	unsigned long addr = win->src, end = win->src + win->size;
+	struct vm_area_struct *vma;
+	struct page **pages;
+	unsigned long seq;
+	int retries = 0;
+	long nr, n;
+
+	pages = kmalloc_array(SHADDR_POPULATE_BATCH, sizeof(*pages),
+			      GFP_KERNEL);
+	if (!pages || !mmget_not_zero(mm))
+		goto out_free;
+
+	while (addr < end) {
+		seq = mmu_interval_read_begin(&win->exp->notifier);
+		mmap_read_lock(mm);
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start >= end) {
+			mmap_read_unlock(mm);
+			break;
+		}
+		if (vma->vm_flags & (VM_IO | VM_PFNMAP)) {
+			addr = vma->vm_end;
+			mmap_read_unlock(mm);
+			continue;
+		}
+		addr = max(addr, vma->vm_start);
+		nr = min3((long)SHADDR_POPULATE_BATCH,
+			  (long)((min(end, vma->vm_end) - addr) >> PAGE_SHIFT),
+			  (long)((end - addr) >> PAGE_SHIFT));
+		n = shaddr_pin(win, mm, addr, nr, FOLL_NOFAULT, pages);
+		mmap_read_unlock(mm);
+		if (n <= 0) {
+			addr += PAGE_SIZE;	/* not present: on demand */
+			continue;
+		}
+
+		mmap_read_lock(self);
+		vma = find_vma(self, win->uaddr);
+		if (vma && vma->vm_start == win->uaddr &&
+		    vma->vm_private_data == win) {
+			int ret = shaddr_window_insert(win, vma,
+						       addr - win->src,
+						       pages, n, seq);
+
+			if (ret == -EAGAIN && ++retries < 4) {
+				mmap_read_unlock(self);
+				shaddr_unpin(win, pages, n);
+				continue;
+			}
+			if (ret && ret != -EAGAIN)
+				addr = end;
+		} else {
+			addr = end;	/* unmapped under us */
+		}
+		mmap_read_unlock(self);
+		shaddr_unpin(win, pages, n);
+		retries = 0;
+		addr += n << PAGE_SHIFT;
+	}
+	mmput(mm);
+out_free:
+	kfree(pages);
+}
+
+static vm_fault_t shaddr_window_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct shaddr_window *win = vma->vm_private_data;
+	struct shaddr_export *exp = win->exp;
+	struct page *pages[SHADDR_FAULT_AROUND];
+	unsigned long off = (vmf->address & PAGE_MASK) - vma->vm_start;
+	unsigned long src = win->src + off;
+	struct mm_struct *mm = exp->mm;
+	unsigned long seq;
+	vm_fault_t ret;
+	long n, more;
+	int err;
+
+	atomic64_inc(&shaddr_stats.faults);
+	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
+		return VM_FAULT_SIGBUS;
+
+	seq = mmu_interval_read_begin(&exp->notifier);
+	/*
+	 * We hold our own mmap lock; waiting for the exporter's could deadlock
+	 * against an exporter that maps us. A busy exporter means: fault again.
+	 */
+	if (!mmap_read_trylock(mm)) {
+		ret = VM_FAULT_NOPAGE;
+		goto out_put;
+	}
+	/* The faulting page may be faulted in (in the exporter)... */
+	n = shaddr_pin(win, mm, src, 1, 0, pages);
+	/* ...the ones after it are mapped only if already present. */
+	if (n == 1) {
+		more = min_t(long, SHADDR_FAULT_AROUND - 1,
+			     (win->size - off) / PAGE_SIZE - 1);
+		if (more > 0) {
+			more = shaddr_pin(win, mm, src + PAGE_SIZE, more,
+					  FOLL_NOFAULT, pages + 1);
+			if (more > 0)
+				n += more;
+		}
+	}
+	mmap_read_unlock(mm);
+	if (n <= 0) {
+		ret = VM_FAULT_SIGBUS;	/* a hole, or no access there */
+		goto out_put;
+	}
+
+	err = shaddr_window_insert(win, vma, off, pages, n, seq);
+	shaddr_unpin(win, pages, n);
+	if (err == -ENOENT)
+		ret = VM_FAULT_SIGBUS;
+	else if (err == -ENOMEM)
+		ret = VM_FAULT_OOM;
+	else
+		ret = VM_FAULT_NOPAGE;	/* installed, or stale: fault again */
+out_put:
+	/* The exporter may be exiting: never run its teardown here. */
+	mmput_async(mm);
+	return ret;
+}
+
+static void shaddr_window_vm_close(struct vm_area_struct *vma)
+{
+	struct shaddr_window *win = vma->vm_private_data;
+
+	win->vma_live = false;
+	shaddr_window_unlink(win);
+	shaddr_window_put(win);
+}
+
+static int shaddr_window_may_split(struct vm_area_struct *vma,
+				   unsigned long addr)
+{
+	return -EINVAL;
+}
+
+static int shaddr_window_mremap(struct vm_area_struct *vma)
+{
+	return -EINVAL;
+}
+
+static const struct vm_operations_struct shaddr_window_vm_ops = {
+	.fault = shaddr_window_fault,
+	.close = shaddr_window_vm_close,
+	.may_split = shaddr_window_may_split,
+	.mremap = shaddr_window_mremap,
+};
+
+/**
+ * shaddr_mmap() - mmap handler of /dev/shaddr
+ * @file: the device file
+ * @vma: the new VMA
+ *
+ * Windows are only created by SHADDR_IOC_MAP, which calls vm_mmap() with the
+ * window pending in the file; a plain mmap() of the device is refused.
+ *
+ * Return: 0 or -EINVAL.
+ */
+int shaddr_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct shaddr_file *sf = file->private_data;
+	struct shaddr_window *win = NULL;
+	unsigned int i;
+
+	spin_lock(&sf->slot_lock);
+	for (i = 0; i < sf->nr_slots; i++) {
+		struct shaddr_window *w = sf->slots[i];
+
+		if (w && !w->uaddr && w->file == file &&
+		    vma->vm_pgoff == w->file_off >> PAGE_SHIFT &&
+		    vma->vm_end - vma->vm_start == w->size) {
+			win = w;
+			break;
+		}
+	}
+	spin_unlock(&sf->slot_lock);
+	if (!win || current->mm != sf->mm || !(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	if ((vma->vm_flags & VM_WRITE) && !win->writable)
+		return -EINVAL;
+
+	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTCOPY | VM_DONTEXPAND |
+			  VM_DONTDUMP);
+	if (!win->writable)
+		vm_flags_clear(vma, VM_MAYWRITE);
+	vma->vm_ops = &shaddr_window_vm_ops;
+	vma->vm_private_data = win;
+	kref_get(&win->kref);	/* the VMA's reference */
+	win->uaddr = vma->vm_start;
+	win->vma_live = true;
+	return 0;
+}
+
+static int shaddr_slot_reserve(struct shaddr_file *sf,
+			       struct shaddr_window *win)
+{
+	unsigned int i;
+
+	spin_lock(&sf->slot_lock);
+	for (i = 0; i < sf->nr_slots; i++) {
+		if (!sf->slots[i]) {
+			sf->slots[i] = win;
+			win->slot = i;
+			spin_unlock(&sf->slot_lock);
+			return 0;
+		}
+	}
+	spin_unlock(&sf->slot_lock);
+	return -ENOSPC;
+}
+
+long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
+		    void __user *uarg)
+{
+	struct shaddr_export *exp;
+	struct shaddr_window *win;
+	struct shaddr_map req;
+	unsigned long addr;
+	int id, ret;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || (req.prot != SHADDR_PROT_READ &&
+			  req.prot != (SHADDR_PROT_READ | SHADDR_PROT_WRITE)))
+		return -EINVAL;
+
+	exp = shaddr_export_lookup(req.handle);
+	if (!exp)
+		return -ENOENT;
+	if (req.block >= exp->nr_blocks) {
+		ret = -EINVAL;
+		goto out_put_exp;
+	}
+	if (!shaddr_may_attach(exp->tgid, exp->mm)) {
+		ret = -EPERM;
+		goto out_refused;
+	}
+	if ((req.prot & SHADDR_PROT_WRITE) && !(exp->prot & SHADDR_PROT_WRITE)) {
+		ret = -EACCES;
+		goto out_refused;
+	}
+
+	win = kzalloc(sizeof(*win), GFP_KERNEL_ACCOUNT);
+	if (!win) {
+		ret = -ENOMEM;
+		goto out_put_exp;
+	}
+	id = ida_alloc_max(&shaddr_window_ids, SHADDR_MAX_WINDOW_IDS - 1,
+			   GFP_KERNEL);
+	if (id < 0) {
+		kfree(win);
+		ret = id;
+		goto out_put_exp;
+	}
+	kref_init(&win->kref);
+	INIT_LIST_HEAD(&win->exp_node);
+	win->exp = exp;			/* the window owns this reference now */
+	win->importer = sf;
+	win->src = exp->base + (unsigned long)req.block * exp->block_size;
+	win->size = exp->block_size;
+	win->file_off = (loff_t)id * SHADDR_WINDOW_SPAN;
+	win->writable = req.prot & SHADDR_PROT_WRITE;
+	win->populated = bitmap_zalloc(win->size >> PAGE_SHIFT,
+				       GFP_KERNEL_ACCOUNT);
+	if (!win->populated) {
+		ret = -ENOMEM;
+		goto out_put_win;
+	}
+	ret = shaddr_slot_reserve(sf, win);
+	if (ret) {
+		atomic64_inc(&shaddr_stats.refusals);
+		goto out_put_win;
+	}
+	win->file = get_file(file);
+	atomic64_inc(&shaddr_stats.windows);
+
+	mutex_lock(&exp->lock);
+	if (exp->dead) {
+		mutex_unlock(&exp->lock);
+		ret = -ENOENT;
+		goto out_unlink;
+	}
+	list_add(&win->exp_node, &exp->windows);
+	mutex_unlock(&exp->lock);
+	sf->used = true;
+
+	addr = vm_mmap(file, 0, win->size,
+		       PROT_READ | (win->writable ? PROT_WRITE : 0),
+		       MAP_SHARED, win->file_off);
+	if (IS_ERR_VALUE(addr)) {
+		ret = (long)addr;
+		if (win->vma_live) {
+			/* ->mmap succeeded but the VMA was dropped unclosed. */
+			win->vma_live = false;
+			shaddr_window_unlink(win);
+			shaddr_window_put(win);
+			goto out_put_win;
+		}
+		if (!win->uaddr)
+			goto out_unlink;	/* ->mmap never ran */
+		goto out_put_win;		/* ->close already ran */
+	}
+
+	shaddr_window_populate(win);
+
+	req.addr = addr;
+	req.size = win->size;
+	req.slot = win->slot;
+	if (copy_to_user(uarg, &req, sizeof(req))) {
+		vm_munmap(addr, win->size);
+		ret = -EFAULT;
+		goto out_put_win;
+	}
+	shaddr_window_put(win);		/* the VMA holds it now */
+	return 0;
+
+out_unlink:
+	shaddr_window_unlink(win);
+out_put_win:
+	shaddr_window_put(win);
+	return ret;
+out_refused:
+	atomic64_inc(&shaddr_stats.refusals);
+out_put_exp:
+	shaddr_export_put(exp);
+	return ret;
+}
+
+long shaddr_ioc_unmap(struct shaddr_file *sf, void __user *uarg)
+{
+	struct shaddr_window *win = NULL;
+	struct shaddr_unmap req;
+	unsigned long addr = 0, size = 0;
+	unsigned int i;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags & ~SHADDR_UNMAP_BY_SLOT)
+		return -EINVAL;
+	if ((req.flags & SHADDR_UNMAP_BY_SLOT) && req.slot >= sf->nr_slots)
+		return -EINVAL;
+
+	spin_lock(&sf->slot_lock);
+	for (i = 0; i < sf->nr_slots; i++) {
+		struct shaddr_window *w = sf->slots[i];
+
+		if (!w || !w->uaddr)
+			continue;
+		if ((req.flags & SHADDR_UNMAP_BY_SLOT) ? i == req.slot :
+		    w->uaddr == req.addr) {
+			win = w;
+			addr = w->uaddr;
+			size = w->size;
+			break;
+		}
+	}
+	spin_unlock(&sf->slot_lock);
+	if (!win)
+		return -ENOENT;
+	/* close() of the VMA frees the slot and drops the window. */
+	return vm_munmap(addr, size);
+}
+
+long shaddr_ioc_query(struct shaddr_file *sf, void __user *uarg)
+{
+	struct shaddr_query *q;
+	unsigned int i;
+	long ret = 0;
+
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	if (!q)
+		return -ENOMEM;
+	q->nr_slots = sf->nr_slots;
+	q->slot_size = sf->slot_size;
+	spin_lock(&sf->slot_lock);
+	for (i = 0; i < sf->nr_slots; i++) {
+		struct shaddr_window *w = sf->slots[i];
+		struct shaddr_slot_info *si = &q->slots[i];
+
+		if (!w || !w->uaddr)
+			continue;
+		q->nr_mapped++;
+		si->state = READ_ONCE(w->exp->dead) ? SHADDR_SLOT_DEAD :
+						      SHADDR_SLOT_MAPPED;
+		si->prot = SHADDR_PROT_READ |
+			   (w->writable ? SHADDR_PROT_WRITE : 0);
+		si->peer = pid_vnr(w->exp->tgid);
+		si->handle = w->exp->handle;
+		si->addr = w->uaddr;
+		si->block = w->src;
+		si->size = w->size;
+	}
+	spin_unlock(&sf->slot_lock);
+	if (copy_to_user(uarg, q, sizeof(*q)))
+		ret = -EFAULT;
+	kfree(q);
+	return ret;
+}
