@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: MIT
+// Randomised ioctl/mmap fuzzer for /dev/shaddr, run as root in the VM.
+// Usage: shaddr_ioctl_fuzz [seconds=60] [seed=1]
+// Mixes valid and invalid TRANSLATE/MAP/UNMAP/QUERY/REVOKE/SET_SLOT_SIZE calls, random
+// command numbers and pointers, window touches, exporter remaps, forks and killed peers.
+// Passes if nothing crashes and every counter is back to zero at the end; the VM runner
+// fails the run on any kernel warning.
+#include <sys/syscall.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "shaddr_test_util.h"
+
+using namespace shaddr_test;
+
+namespace {
+
+struct Window {
+  uint64_t addr;
+  uint64_t size;
+};
+
+std::mt19937_64 rng;
+uint64_t rnd(uint64_t n) { return n ? rng() % n : 0; }
+
+std::vector<int> fds;
+std::vector<uint64_t> handles;
+std::vector<Window> windows;
+std::vector<char *> buffers;  // 4 MiB each, 1 MiB aligned (inside 5 MiB mappings)
+long ops = 0, successes = 0, translated = 0, mapped = 0;
+
+void *random_pointer(void *good, size_t good_len) {
+  switch (rnd(6)) {
+    case 0: return nullptr;
+    case 1: return reinterpret_cast<void *>(0xffff888000000000ull + rnd(1ull << 30));
+    case 2: return reinterpret_cast<void *>(rnd(1ull << 47));
+    case 3: return reinterpret_cast<void *>(~0ull - rnd(4096));
+    default: return static_cast<char *>(good) + rnd(good_len);
+  }
+}
+
+int pick_fd() { return fds.empty() ? -1 : fds[rnd(fds.size())]; }
+
+uint64_t pick_handle() {
+  if (handles.empty() || rnd(8) == 0) return rng();
+  return handles[rnd(handles.size())];
+}
+
+uint32_t random_prot() {
+  static const uint32_t p[] = {SHADDR_PROT_READ, SHADDR_PROT_READ | SHADDR_PROT_WRITE, 0,
+                               SHADDR_PROT_WRITE, 0xffffffffu};
+  return p[rnd(8) < 6 ? rnd(2) : 2 + rnd(3)];
+}
+
+void note(int r) {
+  ops++;
+  if (r >= 0) successes++;
+}
+
+void op_translate() {
+  shaddr_translate t{};
+  char *b = buffers[rnd(buffers.size())];
+  t.va = rnd(10) ? reinterpret_cast<uint64_t>(b + rnd(4 * kMiB))
+                 : reinterpret_cast<uint64_t>(random_pointer(b, 4 * kMiB));
+  t.len = rnd(10) ? 1 + rnd(3 * kMiB) : rng();
+  t.prot = random_prot();
+  t.flags = rnd(10) ? 0 : rng();
+  int r = xioctl(pick_fd(), SHADDR_IOC_TRANSLATE, rnd(20) ? static_cast<void *>(&t)
+                                                           : random_pointer(&t, sizeof(t)));
+  note(r);
+  if (r == 0 && t.handle) {
+    if (handles.size() >= 32) handles.erase(handles.begin());  // keep recent, mostly live
+    handles.push_back(t.handle);
+    translated++;
+  }
+}
+
+void op_map() {
+  if (windows.size() >= 4 && rnd(2)) {  // make room: slots are few
+    munmap(reinterpret_cast<void *>(windows[0].addr), windows[0].size);
+    windows.erase(windows.begin());
+  }
+  shaddr_map m{};
+  m.handle = pick_handle();
+  m.block = rnd(4) ? rnd(4) : rng();
+  m.prot = random_prot();
+  m.flags = rnd(10) ? 0 : rng();
+  int r = xioctl(pick_fd(), SHADDR_IOC_MAP, rnd(20) ? static_cast<void *>(&m)
+                                                     : random_pointer(&m, sizeof(m)));
+  note(r);
+  if (r == 0 && m.addr) {
+    windows.push_back({m.addr, m.size});
+    mapped++;
+  }
+}
+
+void op_unmap() {
+  shaddr_unmap u{};
+  if (!windows.empty() && rnd(3)) {
+    u.addr = windows[rnd(windows.size())].addr;
+  } else {
+    u.addr = rng();
+    u.slot = rnd(20);
+    u.flags = rnd(3) == 0 ? SHADDR_UNMAP_BY_SLOT : (rnd(10) ? 0 : rng());
+  }
+  int r = xioctl(pick_fd(), SHADDR_IOC_UNMAP, &u);
+  note(r);  // windows that vanished are dropped by prune_windows()
+}
+
+void op_touch() {
+  if (windows.empty()) return;
+  const Window &w = windows[rnd(windows.size())];
+  volatile char *p = reinterpret_cast<volatile char *>(w.addr + rnd(w.size));
+  (void)access_signal(p, rnd(2), static_cast<char>(rng()));
+  ops++;
+}
+
+void op_munmap_window() {
+  if (windows.empty()) return;
+  size_t i = rnd(windows.size());
+  uint64_t len = rnd(4) ? windows[i].size : kPage;  // partial munmap must be refused
+  int r = munmap(reinterpret_cast<void *>(windows[i].addr), len);
+  note(r);
+}
+
+void op_remap_buffer() {
+  char *b = buffers[rnd(buffers.size())];
+  size_t off = rnd(4) * kMiB, len = (1 + rnd(2)) * kPage * (1 + rnd(64));
+  if (off + len > 4 * kMiB) len = 4 * kMiB - off;
+  switch (rnd(3)) {
+    case 0: note(madvise(b + off, len, MADV_DONTNEED)); break;
+    case 1:
+      note(mmap(b + off, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                -1, 0) == MAP_FAILED ? -1 : 0);
+      break;
+    default: memset(b + off, static_cast<int>(rng()), len); ops++;
+  }
+}
+
+void op_random_cmd() {
+  char buf[1024];
+  for (auto &c : buf) c = static_cast<char>(rng());
+  unsigned long cmd = _IOC(rnd(4), rnd(8) ? 0xC6 : rnd(256), rnd(16), rnd(1024));
+  note(xioctl(pick_fd(), cmd, random_pointer(buf, sizeof(buf) - 64)));
+}
+
+void op_misc() {
+  switch (rnd(5)) {
+    case 0: {
+      shaddr_query q;
+      note(xioctl(pick_fd(), SHADDR_IOC_QUERY, rnd(10) ? static_cast<void *>(&q)
+                                                        : random_pointer(&q, 8)));
+      break;
+    }
+    case 1: {
+      uint64_t h = pick_handle();
+      note(xioctl(pick_fd(), SHADDR_IOC_REVOKE, &h));
+      break;
+    }
+    case 2: {
+      static const uint64_t sizes[] = {kMiB, 16 * kMiB, 256 * kMiB, 0, 12345, 2 * kMiB};
+      uint64_t s = sizes[rnd(6)];
+      note(xioctl(pick_fd(), SHADDR_IOC_SET_SLOT_SIZE, &s));
+      break;
+    }
+    case 3:
+      if (fds.size() < 6) {
+        int fd = open_dev();
+        if (fd >= 0) fds.push_back(fd);
+      } else if (!fds.empty()) {
+        size_t i = rnd(fds.size());
+        close(fds[i]);  // windows of this file stay valid (the VMA holds the file)
+        fds.erase(fds.begin() + i);
+      }
+      ops++;
+      break;
+    default: {
+      // A child that uses inherited files (EBADFD), then exits with windows revoked.
+      uint64_t h = pick_handle();
+      int status = run_in_child([&] {
+        shaddr_map m{};
+        m.handle = h;
+        m.prot = SHADDR_PROT_READ;
+        for (int fd : fds) (void)xioctl(fd, SHADDR_IOC_MAP, &m);
+        int fd = open_dev();
+        if (fd >= 0 && xioctl(fd, SHADDR_IOC_MAP, &m) == 0)
+          (void)access_signal(reinterpret_cast<volatile char *>(m.addr));
+        return 0;
+      });
+      if (!exited_ok(status)) {
+        fprintf(stderr, "fuzz: child died unexpectedly (status %d)\n", status);
+        exit(2);
+      }
+      ops++;
+    }
+  }
+}
+
+// Windows whose VMA disappeared (munmap, UNMAP on any file) are dropped from the list.
+void prune_windows() {
+  for (size_t i = 0; i < windows.size();) {
+    unsigned char v;
+    if (mincore(reinterpret_cast<void *>(windows[i].addr), kPage, &v) != 0 && errno == ENOMEM)
+      windows.erase(windows.begin() + i);
+    else
+      i++;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const int seconds = argc > 1 ? atoi(argv[1]) : 60;
+  const uint64_t seed = argc > 2 ? strtoull(argv[2], nullptr, 0) : 1;
+  rng.seed(seed);
+  for (int i = 0; i < 3; i++) {
+    char *raw = static_cast<char *>(mmap(nullptr, 5 * kMiB, PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (raw == MAP_FAILED) return 3;
+    char *b = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(raw) + kMiB - 1) & ~(kMiB - 1));
+    memset(b, i + 1, 4 * kMiB);
+    buffers.push_back(b);
+  }
+  for (int i = 0; i < 2; i++) fds.push_back(open_dev());
+  if (fds[0] < 0) return 4;
+  set_slot_size(fds[0], kMiB);
+
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    for (int k = 0; k < 64; k++) {
+      switch (rnd(10)) {
+        case 0: case 1: op_translate(); break;
+        case 2: case 3: op_map(); break;
+        case 4: op_unmap(); break;
+        case 5: op_touch(); break;
+        case 6: op_munmap_window(); break;
+        case 7: op_remap_buffer(); break;
+        case 8: op_random_cmd(); break;
+        default: op_misc();
+      }
+      if (fds.empty()) fds.push_back(open_dev());
+    }
+    prune_windows();
+  }
+
+  for (const Window &w : windows) munmap(reinterpret_cast<void *>(w.addr), w.size);
+  for (int fd : fds) close(fd);
+  const long long exports = stat_value("exports"), wins = stat_value("windows"),
+                  pinned = stat_value("pages_pinned");
+  printf("fuzz: seed %llu, %d s, %ld operations, %ld succeeded (%ld translates, %ld maps); "
+         "exports %lld windows %lld pinned %lld after cleanup\n",
+         static_cast<unsigned long long>(seed), seconds, ops, successes, translated, mapped,
+         exports, wins, pinned);
+  if (exports != 0 || wins != 0 || pinned != 0) {
+    fprintf(stderr, "fuzz: FAIL: objects left behind\n");
+    return 1;
+  }
+  printf("fuzz: PASS\n");
+  return 0;
+}
