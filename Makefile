@@ -8,7 +8,7 @@ KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
 CMAKE_GEN := -G Ninja
 
 .PHONY: all deps kmod userspace userspace-asan run test test-unit test-kmod test-mpi \
-	checkpatch dkms-install dkms-uninstall clean help
+	bench-kmod checkpatch dkms-install dkms-uninstall clean help
 
 all: kmod userspace
 
@@ -18,6 +18,7 @@ help:
 	@echo "make test       unit tests, kernel tests in the VM (6.1 and 6.12), MPI tests"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
 	@echo "make deps       install every dependency from Debian's registry (idempotent)"
+	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
 
 deps:
@@ -66,6 +67,13 @@ test-kmod: all
 
 test-mpi: all
 	@$(TOP)/tools/shaddr-test mpi
+
+# Window micro-benchmark (MAP cost per block size, window copy vs memcpy) in the VM.
+bench-kmod: all
+	@for k in 6.1 6.12; do \
+		$(TOP)/tools/shaddr-vm -q --kernel $$k --results $(BUILD)/vm/bench-kmod-$$k \
+			-- $(BUILD)/tools/shaddr-window-bench 5 || exit 1; \
+	done
 
 checkpatch: deps
 	@$(TOP)/tools/shaddr-checkpatch

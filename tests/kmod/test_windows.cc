@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Process windows (TRANSLATE / MAP / UNMAP / QUERY / REVOKE), run as root in the VM.
+#include <linux/mempolicy.h>
 #include <sys/syscall.h>
 
 #include <atomic>
@@ -529,4 +530,96 @@ TEST_F(Windows, CloseReleasesEverything) {
   reinterpret_cast<volatile char *>(m.addr)[0] = 9;
   EXPECT_EQ(buf.data()[kMiB], 9);
   EXPECT_EQ(munmap(reinterpret_cast<void *>(m.addr), kMiB), 0);
+}
+
+TEST_F(Windows, ExporterExitWhileImporterCopiesGivesSIGBUS) {
+  ExporterPeer peer(kRW, 0x42);
+  shaddr_map m;
+  ASSERT_EQ(map(fd_, peer.handle(), 0, kRO, &m), 0);
+  std::atomic<int> sig{0};
+  std::atomic<bool> started{false};
+  // Copy the window over and over in this process until the exporter's exit shows.
+  std::thread copier([&] {
+    auto *w = reinterpret_cast<volatile char *>(m.addr);
+    // Every read goes through access_signal(), which catches the signal it raises.
+    for (int round = 0; round < 100000 && !sig; round++) {
+      for (size_t off = 0; off < kMiB; off += 64) {
+        int s = access_signal(w + off);
+        if (s) {
+          sig = s;
+          break;
+        }
+      }
+      started = true;
+    }
+  });
+  while (!started) std::this_thread::yield();
+  EXPECT_TRUE(exited_ok(peer.quit()));
+  copier.join();
+  EXPECT_EQ(sig.load(), SIGBUS);
+  EXPECT_EQ(unmap_addr(fd_, m.addr), 0);
+}
+
+TEST_F(Windows, HandlesPerFileAreCapped) {
+  AlignedBuffer buf(kMiB, kMiB);
+  shaddr_translate t;
+  int n = 0, r = 0;
+  uint64_t last = 0;
+  while (n < 100000 && (r = translate(fd_, buf.data(), 1, kRO, &t)) == 0) {
+    last = t.handle;
+    n++;
+  }
+  EXPECT_EQ(r, -ENOSPC);
+  EXPECT_EQ(n, 256) << "module parameter max_exports defaults to 256";
+  uint64_t h = last;
+  EXPECT_EQ(xioctl(fd_, SHADDR_IOC_REVOKE, &h), 0);
+  EXPECT_EQ(translate(fd_, buf.data(), 1, kRO, &t), 0);
+}
+
+TEST_F(Windows, ExporterPageMigrationIsFollowed) {
+  if (access("/sys/devices/system/node/node1", F_OK) != 0)
+    GTEST_SKIP() << "needs two NUMA nodes (tools/shaddr-vm --numa 2, the default)";
+  // Small pages: move_pages() on part of a THP reports some pages busy (seen on 6.12).
+  AlignedBuffer buf(kMiB, kMiB, /*touch=*/false);
+  ASSERT_EQ(madvise(buf.data(), kMiB, MADV_NOHUGEPAGE), 0);
+  memset(buf.data(), 0x61, kMiB);
+  shaddr_translate t;
+  ASSERT_EQ(translate(fd_, buf.data(), kMiB, kRW, &t), 0);
+  shaddr_map m;
+  ASSERT_EQ(map(fd_, t.handle, 0, kRW, &m), 0);
+  auto *w = reinterpret_cast<volatile char *>(m.addr);
+  ASSERT_EQ(w[0], 0x61);
+
+  // Move every page of the exporter's buffer to the other node.
+  constexpr int kPages = kMiB / kPage;
+  std::vector<void *> pages(kPages);
+  std::vector<int> where(kPages, -1), status(kPages, -1);
+  for (int i = 0; i < kPages; i++) pages[i] = buf.data() + i * kPage;
+  ASSERT_EQ(syscall(SYS_move_pages, 0, kPages, pages.data(), nullptr, where.data(), 0), 0);
+  const int target = where[0] == 0 ? 1 : 0;
+  std::vector<int> nodes(kPages, target);
+  const long long inval0 = stat_value("invalidations");
+  ASSERT_EQ(syscall(SYS_move_pages, 0, kPages, pages.data(), nodes.data(), status.data(),
+                    MPOL_MF_MOVE),
+            0)
+      << strerror(errno);
+  int moved = 0;
+  std::string stuck;
+  for (int i = 0; i < kPages; i++) {
+    if (status[i] == target)
+      moved++;
+    else
+      stuck += " page " + std::to_string(i) + ": " + std::to_string(status[i]);
+  }
+  EXPECT_EQ(moved, kPages) << "pages mapped by a window must still migrate (none are pinned):"
+                           << stuck;
+  EXPECT_GT(stat_value("invalidations"), inval0);
+
+  // The window follows the exporter's new pages, in both directions.
+  EXPECT_EQ(w[5 * kPage], 0x61);
+  w[7 * kPage] = 0x62;
+  EXPECT_EQ(buf.data()[7 * kPage], 0x62);
+  buf.data()[9 * kPage] = 0x63;
+  EXPECT_EQ(w[9 * kPage], 0x63);
+  EXPECT_EQ(unmap_addr(fd_, m.addr), 0);
 }
