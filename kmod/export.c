@@ -170,7 +170,8 @@ static void shaddr_export_release(struct kref *kref)
 	mmdrop(exp->mm);
 	put_pid(exp->tgid);
 	mutex_destroy(&exp->lock);
-	atomic64_dec(&shaddr_stats.exports);
+	atomic64_dec(exp->kind == SHADDR_EXPORT_SEGMENT ?
+		     &shaddr_stats.segments : &shaddr_stats.exports);
 	call_rcu(&exp->rcu, shaddr_export_free_rcu);
 }
 
@@ -180,19 +181,22 @@ void shaddr_export_put(struct shaddr_export *exp)
 }
 
 /**
- * shaddr_export_lookup() - find a live export by handle
- * @handle: the handle
+ * shaddr_export_lookup() - find a live export by handle or segid
+ * @handle: the handle or segid
+ * @kind: what it must be
  *
  * Return: the export with a reference held, or NULL.
  */
-struct shaddr_export *shaddr_export_lookup(u64 handle)
+struct shaddr_export *shaddr_export_lookup(u64 handle,
+					   enum shaddr_export_kind kind)
 {
 	struct shaddr_export *exp, *found = NULL;
 
 	rcu_read_lock();
 	hash_for_each_possible_rcu(shaddr_exports_table, exp, hash_node,
 				   handle) {
-		if (exp->handle == handle && kref_get_unless_zero(&exp->kref)) {
+		if (exp->handle == handle && exp->kind == kind &&
+		    kref_get_unless_zero(&exp->kref)) {
 			found = exp;
 			break;
 		}
@@ -205,14 +209,17 @@ struct shaddr_export *shaddr_export_lookup(u64 handle)
 	return found;
 }
 
-/* Pick a random, non-zero handle not in use; caller holds the table lock. */
+/*
+ * Pick a random handle not in use; caller holds the table lock. Bit 63 is
+ * clear so that XPMEM's signed segids stay positive.
+ */
 static u64 shaddr_new_handle(void)
 {
 	struct shaddr_export *exp;
 	u64 handle;
 
 again:
-	handle = get_random_u64();
+	handle = get_random_u64() & ~BIT_ULL(63);
 	if (!handle)
 		goto again;
 	hash_for_each_possible(shaddr_exports_table, exp, hash_node, handle)
@@ -226,8 +233,7 @@ again:
  * notifier removed, and the table's reference dropped. Caller holds
  * sf->lock of the owning file and has unlinked nothing yet.
  */
-static void shaddr_export_revoke(struct shaddr_file *sf,
-				 struct shaddr_export *exp)
+void shaddr_export_revoke(struct shaddr_file *sf, struct shaddr_export *exp)
 {
 	struct shaddr_zap zap;
 
@@ -253,12 +259,70 @@ static void shaddr_export_revoke(struct shaddr_file *sf,
 	shaddr_export_put(exp);
 }
 
+/**
+ * shaddr_export_create() - export [@base, @base + @size) of the file's mm
+ * @sf: the exporting file (its lock held)
+ * @kind: handle or segment
+ * @base: first byte
+ * @size: bytes
+ *
+ * Allocates the export and registers its notifier. The caller fills in the
+ * kind-specific fields, then shaddr_export_publish() makes it findable.
+ *
+ * Return: the export (one reference, the table's once published), or
+ * ERR_PTR(-ENOSPC/-ENOMEM/...).
+ */
+struct shaddr_export *shaddr_export_create(struct shaddr_file *sf,
+					   enum shaddr_export_kind kind,
+					   unsigned long base,
+					   unsigned long size)
+{
+	struct shaddr_export *exp;
+	int ret;
+
+	if (sf->nr_exports >= shaddr_max_exports)
+		return ERR_PTR(-ENOSPC);
+	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
+	if (!exp)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&exp->kref);
+	mutex_init(&exp->lock);
+	INIT_LIST_HEAD(&exp->windows);
+	exp->mm = sf->mm;
+	mmgrab(exp->mm);
+	exp->tgid = get_task_pid(current, PIDTYPE_TGID);
+	exp->kind = kind;
+	exp->base = base;
+	exp->size = size;
+	atomic64_inc(kind == SHADDR_EXPORT_SEGMENT ?
+		     &shaddr_stats.segments : &shaddr_stats.exports);
+
+	ret = mmu_interval_notifier_insert(&exp->notifier, exp->mm, base, size,
+					   &shaddr_export_notifier_ops);
+	if (ret) {
+		shaddr_export_put(exp);
+		return ERR_PTR(ret);
+	}
+	return exp;
+}
+
+/* Make a created export findable; caller holds sf->lock. */
+static void shaddr_export_publish(struct shaddr_file *sf,
+				  struct shaddr_export *exp)
+{
+	spin_lock(&shaddr_exports_lock);
+	exp->handle = shaddr_new_handle();
+	hash_add_rcu(shaddr_exports_table, &exp->hash_node, exp->handle);
+	spin_unlock(&shaddr_exports_lock);
+	list_add(&exp->file_node, &sf->exports);
+	sf->nr_exports++;
+}
+
 long shaddr_ioc_translate(struct shaddr_file *sf, void __user *uarg)
 {
 	struct shaddr_translate req;
 	struct shaddr_export *exp;
 	unsigned long base, end, block;
-	int ret;
 
 	if (copy_from_user(&req, uarg, sizeof(req)))
 		return -EFAULT;
@@ -268,8 +332,6 @@ long shaddr_ioc_translate(struct shaddr_file *sf, void __user *uarg)
 	if (!req.len || req.va + req.len < req.va ||
 	    req.va + req.len > TASK_SIZE)
 		return -EINVAL;
-	if (sf->nr_exports >= shaddr_max_exports)
-		return -ENOSPC;
 
 	block = sf->slot_size;
 	base = ALIGN_DOWN(req.va, block);
@@ -277,35 +339,13 @@ long shaddr_ioc_translate(struct shaddr_file *sf, void __user *uarg)
 	if (!end || end > TASK_SIZE)	/* the last block must exist too */
 		return -EINVAL;
 
-	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
-	if (!exp)
-		return -ENOMEM;
-	kref_init(&exp->kref);
-	mutex_init(&exp->lock);
-	INIT_LIST_HEAD(&exp->windows);
-	exp->mm = sf->mm;
-	mmgrab(exp->mm);
-	exp->tgid = get_task_pid(current, PIDTYPE_TGID);
-	exp->base = base;
+	exp = shaddr_export_create(sf, SHADDR_EXPORT_HANDLE, base, end - base);
+	if (IS_ERR(exp))
+		return PTR_ERR(exp);
 	exp->block_size = block;
 	exp->nr_blocks = (end - base) / block;
 	exp->prot = req.prot;
-	atomic64_inc(&shaddr_stats.exports);
-
-	ret = mmu_interval_notifier_insert(&exp->notifier, exp->mm, base,
-					   end - base,
-					   &shaddr_export_notifier_ops);
-	if (ret) {
-		shaddr_export_put(exp);
-		return ret;
-	}
-
-	spin_lock(&shaddr_exports_lock);
-	exp->handle = shaddr_new_handle();
-	hash_add_rcu(shaddr_exports_table, &exp->hash_node, exp->handle);
-	spin_unlock(&shaddr_exports_lock);
-	list_add(&exp->file_node, &sf->exports);
-	sf->nr_exports++;
+	shaddr_export_publish(sf, exp);
 	sf->used = true;
 
 	req.handle = exp->handle;
@@ -320,20 +360,73 @@ long shaddr_ioc_translate(struct shaddr_file *sf, void __user *uarg)
 	return 0;
 }
 
-long shaddr_ioc_revoke(struct shaddr_file *sf, void __user *uarg)
+/**
+ * shaddr_ioc_make() - SHADDR_IOC_MAKE: export a segment
+ * @sf: the file (its lock held)
+ * @uarg: &struct shaddr_make
+ *
+ * Return: see the uapi header.
+ */
+long shaddr_ioc_make(struct shaddr_file *sf, void __user *uarg)
+{
+	struct shaddr_make req;
+	struct shaddr_export *exp;
+	unsigned long end;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags || req.mode & ~0777u || !req.size ||
+	    !PAGE_ALIGNED(req.va) || req.va >= TASK_SIZE)
+		return -EINVAL;
+	/* Clip at the end of user space: "the whole address space". */
+	end = (req.size > TASK_SIZE - req.va) ? TASK_SIZE : req.va + req.size;
+	if (!PAGE_ALIGNED(end) || end <= req.va)
+		return -EINVAL;
+
+	exp = shaddr_export_create(sf, SHADDR_EXPORT_SEGMENT, req.va,
+				   end - req.va);
+	if (IS_ERR(exp))
+		return PTR_ERR(exp);
+	exp->uid = current_euid();
+	exp->gid = current_egid();
+	exp->mode = req.mode;
+	exp->prot = SHADDR_PROT_READ | SHADDR_PROT_WRITE;
+	shaddr_export_publish(sf, exp);
+
+	req.segid = exp->handle;
+	if (copy_to_user(uarg, &req, sizeof(req))) {
+		shaddr_export_revoke(sf, exp);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+/* REVOKE (handles) and REMOVE (segments): withdraw one of this file's. */
+static long shaddr_withdraw(struct shaddr_file *sf, void __user *uarg,
+			    enum shaddr_export_kind kind)
 {
 	struct shaddr_export *exp;
-	u64 handle;
+	u64 id;
 
-	if (copy_from_user(&handle, uarg, sizeof(handle)))
+	if (copy_from_user(&id, uarg, sizeof(id)))
 		return -EFAULT;
 	list_for_each_entry(exp, &sf->exports, file_node) {
-		if (exp->handle == handle) {
+		if (exp->handle == id && exp->kind == kind) {
 			shaddr_export_revoke(sf, exp);
 			return 0;
 		}
 	}
 	return -ENOENT;
+}
+
+long shaddr_ioc_remove(struct shaddr_file *sf, void __user *uarg)
+{
+	return shaddr_withdraw(sf, uarg, SHADDR_EXPORT_SEGMENT);
+}
+
+long shaddr_ioc_revoke(struct shaddr_file *sf, void __user *uarg)
+{
+	return shaddr_withdraw(sf, uarg, SHADDR_EXPORT_HANDLE);
 }
 
 /* The file is being released: withdraw every export it made. */

@@ -25,6 +25,8 @@ static int shaddr_open(struct inode *inode, struct file *file)
 	mutex_init(&sf->lock);
 	spin_lock_init(&sf->slot_lock);
 	INIT_LIST_HEAD(&sf->exports);
+	INIT_LIST_HEAD(&sf->accesses);
+	INIT_LIST_HEAD(&sf->attachments);
 	sf->mm = current->mm;
 	mmgrab(sf->mm);
 	sf->owner_tgid = task_tgid_vnr(current);
@@ -43,6 +45,7 @@ static int shaddr_release(struct inode *inode, struct file *file)
 	pr_debug("release of file opened by tgid %d\n", sf->owner_tgid);
 	/* Every window VMA holds the file, so none is left here. */
 	mutex_lock(&sf->lock);
+	shaddr_access_release_all(sf);
 	shaddr_export_release_all(sf);
 	mutex_unlock(&sf->lock);
 	mmdrop(sf->mm);
@@ -57,7 +60,7 @@ static long shaddr_ioc_version(void __user *uarg)
 	struct shaddr_version ver = {
 		.abi_major = SHADDR_ABI_MAJOR,
 		.abi_minor = SHADDR_ABI_MINOR,
-		.features = SHADDR_FEAT_WINDOWS,
+		.features = SHADDR_FEAT_WINDOWS | SHADDR_FEAT_SEGMENTS,
 	};
 
 	if (copy_to_user(uarg, &ver, sizeof(ver)))
@@ -90,6 +93,12 @@ static bool shaddr_cmd_needs_owner(unsigned int cmd)
 	case SHADDR_IOC_MAP:
 	case SHADDR_IOC_UNMAP:
 	case SHADDR_IOC_SET_SLOT_SIZE:
+	case SHADDR_IOC_MAKE:
+	case SHADDR_IOC_REMOVE:
+	case SHADDR_IOC_GET:
+	case SHADDR_IOC_RELEASE:
+	case SHADDR_IOC_ATTACH:
+	case SHADDR_IOC_DETACH:
 		return true;
 	default:
 		return false;
@@ -131,6 +140,24 @@ static long shaddr_ioctl(struct file *file, unsigned int cmd,
 		break;
 	case SHADDR_IOC_SET_SLOT_SIZE:
 		ret = shaddr_ioc_set_slot_size(sf, uarg);
+		break;
+	case SHADDR_IOC_MAKE:
+		ret = shaddr_ioc_make(sf, uarg);
+		break;
+	case SHADDR_IOC_REMOVE:
+		ret = shaddr_ioc_remove(sf, uarg);
+		break;
+	case SHADDR_IOC_GET:
+		ret = shaddr_ioc_get(sf, uarg);
+		break;
+	case SHADDR_IOC_RELEASE:
+		ret = shaddr_ioc_release(sf, uarg);
+		break;
+	case SHADDR_IOC_ATTACH:
+		ret = shaddr_ioc_attach(sf, file, uarg);
+		break;
+	case SHADDR_IOC_DETACH:
+		ret = shaddr_ioc_detach(sf, uarg);
 		break;
 	default:
 		ret = -ENOTTY;

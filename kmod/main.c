@@ -26,6 +26,16 @@ unsigned int shaddr_max_exports = 256;
 module_param_named(max_exports, shaddr_max_exports, uint, 0444);
 MODULE_PARM_DESC(max_exports, "Handles one open file may export (default 256)");
 
+unsigned int shaddr_max_attachments = 8192;
+module_param_named(max_attachments, shaddr_max_attachments, uint, 0444);
+MODULE_PARM_DESC(max_attachments,
+		 "Segment attachments per open file (default 8192)");
+
+unsigned long shaddr_max_attach_mib = 1UL << 20;
+module_param_named(max_attach_mib, shaddr_max_attach_mib, ulong, 0444);
+MODULE_PARM_DESC(max_attach_mib,
+		 "MiB of segment attachments per open file (default 1048576)");
+
 static struct miscdevice shaddr_miscdev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = SHADDR_DEVICE_NAME,

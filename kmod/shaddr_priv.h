@@ -61,8 +61,16 @@ struct shaddr_window;
  * @nr_slots: number of slots (module parameter max_slots at open)
  * @exports: handles this file exported (struct shaddr_export.file_node)
  * @nr_exports: length of @exports
- * @slot_lock: guards @slots
+ * @accesses: access ids from GET (struct shaddr_access.file_node)
+ * @nr_accesses: length of @accesses
+ * @slot_lock: guards @slots, @attachments, @nr_attachments, @attach_bytes
+ *             and @pending
  * @slots: the window in each slot, or NULL
+ * @attachments: segment attachments (struct shaddr_window.file_node)
+ * @nr_attachments: length of @attachments
+ * @attach_bytes: bytes of all @attachments
+ * @pending: the window a MAP or ATTACH of this file is creating with
+ *           vm_mmap(); ->mmap accepts only it
  */
 struct shaddr_file {
 	struct mutex lock;	/* ioctls of this file; exports */
@@ -73,8 +81,20 @@ struct shaddr_file {
 	unsigned int nr_slots;
 	struct list_head exports;
 	unsigned int nr_exports;
-	spinlock_t slot_lock;	/* guards @slots */
+	struct list_head accesses;
+	unsigned int nr_accesses;
+	spinlock_t slot_lock;	/* see kernel-doc above */
 	struct shaddr_window *slots[SHADDR_MAX_SLOTS];
+	struct list_head attachments;
+	unsigned int nr_attachments;
+	unsigned long attach_bytes;
+	struct shaddr_window *pending;
+};
+
+/* What a struct shaddr_export is. */
+enum shaddr_export_kind {
+	SHADDR_EXPORT_HANDLE,	/* TRANSLATE: blocks for windows */
+	SHADDR_EXPORT_SEGMENT,	/* MAKE: an XPMEM-style segment */
 };
 
 /**
@@ -86,11 +106,16 @@ struct shaddr_file {
  * @rcu: frees the export after an RCU grace period
  * @mm: exporter's address space (mmgrab'd)
  * @tgid: exporter's thread group (for the ptrace-attach check)
- * @base: first block's address
- * @block_size: bytes per block
- * @nr_blocks: blocks in the export
- * @prot: %SHADDR_PROT_* granted
- * @notifier: mmu interval notifier over [@base, @base + @nr_blocks * size)
+ * @kind: handle or segment
+ * @base: first byte (a block boundary for handles)
+ * @size: bytes exported
+ * @block_size: bytes per block (handles)
+ * @nr_blocks: blocks in the export (handles)
+ * @prot: %SHADDR_PROT_* granted (handles)
+ * @uid: owner's effective uid at MAKE (segments)
+ * @gid: owner's effective gid at MAKE (segments)
+ * @mode: 0777-style permission bits (segments)
+ * @notifier: mmu interval notifier over [@base, @base + @size)
  * @lock: guards @windows, @dead and the populated bitmaps of the windows;
  *        held while PTEs are inserted
  * @windows: windows mapped from this export (struct shaddr_window.exp_node)
@@ -104,10 +129,15 @@ struct shaddr_export {
 	struct rcu_head rcu;
 	struct mm_struct *mm;
 	struct pid *tgid;
+	enum shaddr_export_kind kind;
 	unsigned long base;
+	unsigned long size;
 	unsigned long block_size;
 	unsigned int nr_blocks;
 	u32 prot;
+	kuid_t uid;
+	kgid_t gid;
+	u32 mode;
 	struct mmu_interval_notifier notifier;
 	struct mutex lock;	/* guards windows, dead, bitmaps */
 	struct list_head windows;
@@ -115,14 +145,31 @@ struct shaddr_export {
 };
 
 /**
- * struct shaddr_window - one block of an export mapped into an importer
+ * struct shaddr_access - an access id (apid) from GET, private to one file
+ * @apid: the access id
+ * @seg: the segment (holds a reference)
+ * @writable: obtained with %SHADDR_SEG_RDWR
+ * @file_node: in the file's access list
+ */
+struct shaddr_access {
+	u64 apid;
+	struct shaddr_export *seg;
+	bool writable;
+	struct list_head file_node;
+};
+
+/**
+ * struct shaddr_window - a window (one block of a handle, in a slot) or an
+ * attachment (a range of a segment) mapped into an importer
  * @kref: see the file comment
  * @exp: the export (holds a reference)
  * @importer: the importing file (outlives the window: the VMA pins the file)
- * @slot: slot index in @importer
+ * @slot: slot index in @importer, or -1 for an attachment
+ * @apid: access id an attachment was made through (0 for windows)
+ * @file_node: in @importer->attachments (attachments only)
  * @exp_node: in @exp->windows
- * @src: exporter address of the block
- * @size: window size in bytes (the export's block size)
+ * @src: exporter address of the first byte mapped
+ * @size: bytes mapped (page multiple)
  * @uaddr: window start in the importer, 0 until mapped
  * @file_off: offset of the window in the device file's address space,
  *            unique per window, so that unmap_mapping_range() zaps exactly
@@ -136,7 +183,9 @@ struct shaddr_window {
 	struct kref kref;
 	struct shaddr_export *exp;
 	struct shaddr_file *importer;
-	unsigned int slot;
+	int slot;
+	u64 apid;
+	struct list_head file_node;
 	struct list_head exp_node;
 	unsigned long src;
 	unsigned long size;
@@ -160,7 +209,9 @@ struct shaddr_window {
  * @pages_mapped: window PTEs inserted since load
  * @faults: window page faults since load
  * @invalidations: notifier invalidations that zapped window PTEs
- * @refusals: MAPs refused (-EPERM, -EACCES, -ENOSPC) since load
+ * @refusals: MAPs and GETs refused (-EPERM, -EACCES, -ENOSPC) since load
+ * @segments: segments alive right now
+ * @attachments: segment attachments mapped right now
  */
 struct shaddr_stats {
 	atomic64_t open_files;
@@ -173,6 +224,8 @@ struct shaddr_stats {
 	atomic64_t faults;
 	atomic64_t invalidations;
 	atomic64_t refusals;
+	atomic64_t segments;
+	atomic64_t attachments;
 };
 
 extern struct shaddr_stats shaddr_stats;
@@ -183,6 +236,8 @@ extern const struct file_operations shaddr_fops;
 extern unsigned int shaddr_max_slots;
 extern unsigned long shaddr_default_slot_size;
 extern unsigned int shaddr_max_exports;
+extern unsigned int shaddr_max_attachments;
+extern unsigned long shaddr_max_attach_mib;
 
 void shaddr_stats_init(void);
 
@@ -192,13 +247,35 @@ bool shaddr_may_attach(struct pid *tgid, struct mm_struct *mm);
 /* export.c */
 int shaddr_export_init(void);
 void shaddr_export_exit(void);
+struct shaddr_export *shaddr_export_create(struct shaddr_file *sf,
+					   enum shaddr_export_kind kind,
+					   unsigned long base,
+					   unsigned long size);
+void shaddr_export_revoke(struct shaddr_file *sf, struct shaddr_export *exp);
 long shaddr_ioc_translate(struct shaddr_file *sf, void __user *uarg);
 long shaddr_ioc_revoke(struct shaddr_file *sf, void __user *uarg);
 void shaddr_export_release_all(struct shaddr_file *sf);
-struct shaddr_export *shaddr_export_lookup(u64 handle);
+struct shaddr_export *shaddr_export_lookup(u64 handle,
+					   enum shaddr_export_kind kind);
 void shaddr_export_put(struct shaddr_export *exp);
 
+/* segment.c */
+long shaddr_ioc_make(struct shaddr_file *sf, void __user *uarg);
+long shaddr_ioc_remove(struct shaddr_file *sf, void __user *uarg);
+long shaddr_ioc_get(struct shaddr_file *sf, void __user *uarg);
+long shaddr_ioc_release(struct shaddr_file *sf, void __user *uarg);
+long shaddr_ioc_attach(struct shaddr_file *sf, struct file *file,
+		       void __user *uarg);
+long shaddr_ioc_detach(struct shaddr_file *sf, void __user *uarg);
+void shaddr_access_release_all(struct shaddr_file *sf);
+
 /* window.c */
+long shaddr_window_create(struct shaddr_file *sf, struct file *file,
+			  struct shaddr_export *exp, unsigned long src,
+			  unsigned long size, bool writable, u64 apid,
+			  unsigned long hint, bool fixed, unsigned long *addr);
+long shaddr_detach_at(struct shaddr_file *sf, unsigned long addr);
+void shaddr_detach_apid(struct shaddr_file *sf, u64 apid);
 long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
 		    void __user *uarg);
 long shaddr_ioc_unmap(struct shaddr_file *sf, void __user *uarg);

@@ -46,6 +46,10 @@ static struct shaddr_stat_attr shaddr_stat_attrs[] = {
 	  &shaddr_stats.invalidations },
 	{ __ATTR(refusals, 0444, shaddr_stat_show, NULL),
 	  &shaddr_stats.refusals },
+	{ __ATTR(segments, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.segments },
+	{ __ATTR(attachments, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.attachments },
 };
 
 static struct attribute *shaddr_stats_attrs[ARRAY_SIZE(shaddr_stat_attrs) + 1];

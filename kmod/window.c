@@ -22,9 +22,12 @@
 #define SHADDR_POPULATE_BATCH	256
 /* Pages a fault maps: the faulting one, plus present ones after it. */
 #define SHADDR_FAULT_AROUND	16
-/* A window id selects a unique file range, one maximal window wide. */
-#define SHADDR_WINDOW_SPAN	SHADDR_SLOT_256M
-#define SHADDR_MAX_WINDOW_IDS	BIT(20)
+/*
+ * A window id selects a unique range of the device file, one maximal
+ * window or attachment (1 TiB) wide.
+ */
+#define SHADDR_WINDOW_SPAN	BIT_ULL(40)
+#define SHADDR_MAX_WINDOW_IDS	BIT(22)
 
 static DEFINE_IDA(shaddr_window_ids);
 static const struct vm_operations_struct shaddr_window_vm_ops;
@@ -68,10 +71,17 @@ static void shaddr_window_unlink(struct shaddr_window *win)
 	mutex_unlock(&exp->lock);
 
 	spin_lock(&sf->slot_lock);
-	if (sf->slots[win->slot] == win)
-		sf->slots[win->slot] = NULL;
+	if (win->slot >= 0) {
+		if (sf->slots[win->slot] == win)
+			sf->slots[win->slot] = NULL;
+	} else if (!list_empty(&win->file_node)) {
+		list_del_init(&win->file_node);
+		sf->nr_attachments--;
+		sf->attach_bytes -= win->size;
+	}
 	spin_unlock(&sf->slot_lock);
-	atomic64_dec(&shaddr_stats.windows);
+	atomic64_dec(win->slot >= 0 ? &shaddr_stats.windows :
+		     &shaddr_stats.attachments);
 }
 
 /*
@@ -313,22 +323,15 @@ static const struct vm_operations_struct shaddr_window_vm_ops = {
 int shaddr_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct shaddr_file *sf = file->private_data;
-	struct shaddr_window *win = NULL;
-	unsigned int i;
+	struct shaddr_window *win;
 
 	spin_lock(&sf->slot_lock);
-	for (i = 0; i < sf->nr_slots; i++) {
-		struct shaddr_window *w = sf->slots[i];
-
-		if (w && !w->uaddr && w->file == file &&
-		    vma->vm_pgoff == w->file_off >> PAGE_SHIFT &&
-		    vma->vm_end - vma->vm_start == w->size) {
-			win = w;
-			break;
-		}
-	}
+	win = sf->pending;
 	spin_unlock(&sf->slot_lock);
-	if (!win || current->mm != sf->mm || !(vma->vm_flags & VM_SHARED))
+	if (!win || win->uaddr || win->file != file || current->mm != sf->mm ||
+	    vma->vm_pgoff != win->file_off >> PAGE_SHIFT ||
+	    vma->vm_end - vma->vm_start != win->size ||
+	    !(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
 	if ((vma->vm_flags & VM_WRITE) && !win->writable)
 		return -EINVAL;
@@ -345,32 +348,153 @@ int shaddr_mmap(struct file *file, struct vm_area_struct *vma)
 	return 0;
 }
 
-static int shaddr_slot_reserve(struct shaddr_file *sf,
-			       struct shaddr_window *win)
+/* Take a free slot (windows) or attachment quota (attachments). */
+static int shaddr_reserve(struct shaddr_file *sf, struct shaddr_window *win)
 {
+	int ret = -ENOSPC;
 	unsigned int i;
 
 	spin_lock(&sf->slot_lock);
-	for (i = 0; i < sf->nr_slots; i++) {
-		if (!sf->slots[i]) {
-			sf->slots[i] = win;
-			win->slot = i;
-			spin_unlock(&sf->slot_lock);
-			return 0;
+	if (win->slot < 0) {
+		if (sf->nr_attachments >= shaddr_max_attachments) {
+			ret = -ENOSPC;
+		} else if ((sf->attach_bytes + win->size) >> 20 >
+			   shaddr_max_attach_mib) {
+			ret = -ENOMEM;
+		} else {
+			list_add(&win->file_node, &sf->attachments);
+			sf->nr_attachments++;
+			sf->attach_bytes += win->size;
+			ret = 0;
+		}
+	} else {
+		for (i = 0; i < sf->nr_slots; i++) {
+			if (!sf->slots[i]) {
+				sf->slots[i] = win;
+				win->slot = i;
+				ret = 0;
+				break;
+			}
 		}
 	}
 	spin_unlock(&sf->slot_lock);
-	return -ENOSPC;
+	return ret;
+}
+
+/**
+ * shaddr_window_create() - map [@src, @src + @size) of @exp into the caller
+ * @sf: the importing file (its lock held; current->mm is its mm)
+ * @file: the device file
+ * @exp: the export; the new window takes over the caller's reference, on
+ *       success and on failure
+ * @src: exporter address of the first byte, page-aligned
+ * @size: bytes, page multiple, at most 1 TiB
+ * @writable: map with write permission
+ * @apid: 0 for a window in a slot; else the access id of an attachment
+ * @hint: address hint for vm_mmap(), or 0
+ * @fixed: map exactly at @hint
+ * @addr: out: the start of the mapping
+ *
+ * Return: 0, or a negative errno (see SHADDR_IOC_MAP and SHADDR_IOC_ATTACH).
+ */
+long shaddr_window_create(struct shaddr_file *sf, struct file *file,
+			  struct shaddr_export *exp, unsigned long src,
+			  unsigned long size, bool writable, u64 apid,
+			  unsigned long hint, bool fixed, unsigned long *addr)
+{
+	struct shaddr_window *win;
+	unsigned long uaddr;
+	long ret;
+	int id;
+
+	win = kzalloc(sizeof(*win), GFP_KERNEL_ACCOUNT);
+	if (!win) {
+		shaddr_export_put(exp);
+		return -ENOMEM;
+	}
+	id = ida_alloc_max(&shaddr_window_ids, SHADDR_MAX_WINDOW_IDS - 1,
+			   GFP_KERNEL);
+	if (id < 0) {
+		kfree(win);
+		shaddr_export_put(exp);
+		return id;
+	}
+	kref_init(&win->kref);
+	INIT_LIST_HEAD(&win->exp_node);
+	INIT_LIST_HEAD(&win->file_node);
+	win->exp = exp;			/* the window owns this reference now */
+	win->importer = sf;
+	win->slot = apid ? -1 : 0;
+	win->apid = apid;
+	win->src = src;
+	win->size = size;
+	win->file_off = (loff_t)id * SHADDR_WINDOW_SPAN;
+	win->writable = writable;
+	win->populated = bitmap_zalloc(size >> PAGE_SHIFT, GFP_KERNEL_ACCOUNT);
+	if (!win->populated) {
+		ret = -ENOMEM;
+		goto out_put_win;
+	}
+	ret = shaddr_reserve(sf, win);
+	if (ret) {
+		atomic64_inc(&shaddr_stats.refusals);
+		goto out_put_win;
+	}
+	win->file = get_file(file);
+	atomic64_inc(apid ? &shaddr_stats.attachments : &shaddr_stats.windows);
+
+	mutex_lock(&exp->lock);
+	if (exp->dead) {
+		mutex_unlock(&exp->lock);
+		ret = -ENOENT;
+		goto out_unlink;
+	}
+	list_add(&win->exp_node, &exp->windows);
+	mutex_unlock(&exp->lock);
+	sf->used = true;
+
+	spin_lock(&sf->slot_lock);
+	sf->pending = win;
+	spin_unlock(&sf->slot_lock);
+	uaddr = vm_mmap(file, hint, size,
+			PROT_READ | (writable ? PROT_WRITE : 0),
+			MAP_SHARED | (fixed ? MAP_FIXED : 0), win->file_off);
+	spin_lock(&sf->slot_lock);
+	sf->pending = NULL;
+	spin_unlock(&sf->slot_lock);
+	if (IS_ERR_VALUE(uaddr)) {
+		ret = (long)uaddr;
+		if (win->vma_live) {
+			/* ->mmap succeeded but the VMA was dropped unclosed. */
+			win->vma_live = false;
+			shaddr_window_unlink(win);
+			shaddr_window_put(win);
+			goto out_put_win;
+		}
+		if (!win->uaddr)
+			goto out_unlink;	/* ->mmap never ran */
+		goto out_put_win;		/* ->close already ran */
+	}
+
+	shaddr_window_populate(win);
+	*addr = uaddr;
+	shaddr_window_put(win);		/* the VMA holds it now */
+	return 0;
+
+out_unlink:
+	shaddr_window_unlink(win);
+out_put_win:
+	shaddr_window_put(win);
+	return ret;
 }
 
 long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
 		    void __user *uarg)
 {
 	struct shaddr_export *exp;
-	struct shaddr_window *win;
 	struct shaddr_map req;
 	unsigned long addr;
-	int id, ret;
+	long ret;
 
 	if (copy_from_user(&req, uarg, sizeof(req)))
 		return -EFAULT;
@@ -378,7 +502,7 @@ long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
 			  req.prot != (SHADDR_PROT_READ | SHADDR_PROT_WRITE)))
 		return -EINVAL;
 
-	exp = shaddr_export_lookup(req.handle);
+	exp = shaddr_export_lookup(req.handle, SHADDR_EXPORT_HANDLE);
 	if (!exp)
 		return -ENOENT;
 	if (req.block >= exp->nr_blocks) {
@@ -394,90 +518,84 @@ long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
 		goto out_refused;
 	}
 
-	win = kzalloc(sizeof(*win), GFP_KERNEL_ACCOUNT);
-	if (!win) {
-		ret = -ENOMEM;
-		goto out_put_exp;
-	}
-	id = ida_alloc_max(&shaddr_window_ids, SHADDR_MAX_WINDOW_IDS - 1,
-			   GFP_KERNEL);
-	if (id < 0) {
-		kfree(win);
-		ret = id;
-		goto out_put_exp;
-	}
-	kref_init(&win->kref);
-	INIT_LIST_HEAD(&win->exp_node);
-	win->exp = exp;			/* the window owns this reference now */
-	win->importer = sf;
-	win->src = exp->base + (unsigned long)req.block * exp->block_size;
-	win->size = exp->block_size;
-	win->file_off = (loff_t)id * SHADDR_WINDOW_SPAN;
-	win->writable = req.prot & SHADDR_PROT_WRITE;
-	win->populated = bitmap_zalloc(win->size >> PAGE_SHIFT,
-				       GFP_KERNEL_ACCOUNT);
-	if (!win->populated) {
-		ret = -ENOMEM;
-		goto out_put_win;
-	}
-	ret = shaddr_slot_reserve(sf, win);
-	if (ret) {
-		atomic64_inc(&shaddr_stats.refusals);
-		goto out_put_win;
-	}
-	win->file = get_file(file);
-	atomic64_inc(&shaddr_stats.windows);
-
-	mutex_lock(&exp->lock);
-	if (exp->dead) {
-		mutex_unlock(&exp->lock);
-		ret = -ENOENT;
-		goto out_unlink;
-	}
-	list_add(&win->exp_node, &exp->windows);
-	mutex_unlock(&exp->lock);
-	sf->used = true;
-
-	addr = vm_mmap(file, 0, win->size,
-		       PROT_READ | (win->writable ? PROT_WRITE : 0),
-		       MAP_SHARED, win->file_off);
-	if (IS_ERR_VALUE(addr)) {
-		ret = (long)addr;
-		if (win->vma_live) {
-			/* ->mmap succeeded but the VMA was dropped unclosed. */
-			win->vma_live = false;
-			shaddr_window_unlink(win);
-			shaddr_window_put(win);
-			goto out_put_win;
-		}
-		if (!win->uaddr)
-			goto out_unlink;	/* ->mmap never ran */
-		goto out_put_win;		/* ->close already ran */
-	}
-
-	shaddr_window_populate(win);
+	ret = shaddr_window_create(sf, file, exp,
+				   exp->base + (unsigned long)req.block *
+						exp->block_size,
+				   exp->block_size,
+				   req.prot & SHADDR_PROT_WRITE, 0, 0, false,
+				   &addr);
+	if (ret)
+		return ret;
 
 	req.addr = addr;
-	req.size = win->size;
-	req.slot = win->slot;
+	req.size = exp->block_size;
+	spin_lock(&sf->slot_lock);
+	req.slot = 0;
+	for (req.slot = 0; req.slot < sf->nr_slots; req.slot++)
+		if (sf->slots[req.slot] && sf->slots[req.slot]->uaddr == addr)
+			break;
+	spin_unlock(&sf->slot_lock);
 	if (copy_to_user(uarg, &req, sizeof(req))) {
-		vm_munmap(addr, win->size);
-		ret = -EFAULT;
-		goto out_put_win;
+		vm_munmap(addr, req.size);
+		return -EFAULT;
 	}
-	shaddr_window_put(win);		/* the VMA holds it now */
 	return 0;
 
-out_unlink:
-	shaddr_window_unlink(win);
-out_put_win:
-	shaddr_window_put(win);
-	return ret;
 out_refused:
 	atomic64_inc(&shaddr_stats.refusals);
 out_put_exp:
 	shaddr_export_put(exp);
 	return ret;
+}
+
+/**
+ * shaddr_detach_at() - munmap the attachment of @sf containing @addr
+ * @sf: the file (its lock held; current->mm is its mm)
+ * @addr: an address inside the attachment
+ *
+ * Return: 0, -ENOENT, or an error of vm_munmap().
+ */
+long shaddr_detach_at(struct shaddr_file *sf, unsigned long addr)
+{
+	unsigned long start = 0, size = 0;
+	struct shaddr_window *win;
+
+	spin_lock(&sf->slot_lock);
+	list_for_each_entry(win, &sf->attachments, file_node) {
+		if (win->uaddr && addr >= win->uaddr &&
+		    addr - win->uaddr < win->size) {
+			start = win->uaddr;
+			size = win->size;
+			break;
+		}
+	}
+	spin_unlock(&sf->slot_lock);
+	if (!size)
+		return -ENOENT;
+	/* close() of the VMA unlinks and drops the attachment. */
+	return vm_munmap(start, size);
+}
+
+/* munmap every attachment of @sf made through @apid. */
+void shaddr_detach_apid(struct shaddr_file *sf, u64 apid)
+{
+	struct shaddr_window *win;
+	unsigned long start, size;
+
+	for (;;) {
+		size = 0;
+		spin_lock(&sf->slot_lock);
+		list_for_each_entry(win, &sf->attachments, file_node) {
+			if (win->apid == apid && win->uaddr) {
+				start = win->uaddr;
+				size = win->size;
+				break;
+			}
+		}
+		spin_unlock(&sf->slot_lock);
+		if (!size || vm_munmap(start, size))
+			return;
+	}
 }
 
 long shaddr_ioc_unmap(struct shaddr_file *sf, void __user *uarg)

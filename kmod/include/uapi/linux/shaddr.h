@@ -243,4 +243,132 @@ struct shaddr_query {
  */
 #define SHADDR_IOC_SET_SLOT_SIZE _IOW(SHADDR_IOC_MAGIC, 0x06, __u64)
 
+/* Segment access flags of SHADDR_IOC_GET (values of XPMEM_RDONLY/XPMEM_RDWR). */
+#define SHADDR_SEG_RDONLY	0x1
+#define SHADDR_SEG_RDWR		0x2
+
+/* SHADDR_IOC_ATTACH flag: map exactly at @vaddr (MAP_FIXED). */
+#define SHADDR_ATTACH_FIXED	0x1
+
+/**
+ * struct shaddr_make - argument of %SHADDR_IOC_MAKE
+ * @va: in: start of the segment, page-aligned
+ * @size: in: bytes, page-aligned and > 0; a range reaching past the end of
+ *        user space is clipped there (va 0 with size ~0 exports the whole
+ *        address space, as MPI libraries do)
+ * @mode: in: permission bits (0777 style) checked against the caller of
+ *        %SHADDR_IOC_GET: owner, group, other, as XPMEM_PERMIT_MODE
+ * @flags: in: must be 0
+ * @segid: out: random, positive (bit 63 clear), never 0
+ */
+struct shaddr_make {
+	__u64 va;
+	__u64 size;
+	__u32 mode;
+	__u32 flags;
+	__u64 segid;
+};
+
+/**
+ * struct shaddr_get - argument of %SHADDR_IOC_GET
+ * @segid: in: a segment id
+ * @flags: in: %SHADDR_SEG_RDONLY or %SHADDR_SEG_RDWR
+ * @pad: in: must be 0
+ * @apid: out: access id, random, positive, valid for this file only
+ */
+struct shaddr_get {
+	__u64 segid;
+	__u32 flags;
+	__u32 pad;
+	__u64 apid;
+};
+
+/**
+ * struct shaddr_attach - argument of %SHADDR_IOC_ATTACH
+ * @apid: in: access id from %SHADDR_IOC_GET on this file
+ * @offset: in: byte offset into the segment
+ * @size: in: bytes to map, > 0; @offset + @size must lie in the segment
+ * @vaddr: in: address hint, or the exact address with %SHADDR_ATTACH_FIXED
+ *         (then it must have the same offset within a page as @offset)
+ * @flags: in: 0 or %SHADDR_ATTACH_FIXED
+ * @pad: in: must be 0
+ * @addr: out: address of the byte at @offset in the new attachment
+ */
+struct shaddr_attach {
+	__u64 apid;
+	__u64 offset;
+	__u64 size;
+	__u64 vaddr;
+	__u32 flags;
+	__u32 pad;
+	__u64 addr;
+};
+
+/**
+ * define SHADDR_IOC_MAKE - export a segment of the caller's address space
+ *
+ * Argument: &struct shaddr_make.
+ *
+ * Return: 0; -EFAULT; -EINVAL (unaligned, zero or empty range, mode above
+ * 0777, @flags); -EBADFD; -ENOSPC (max_exports reached); -ENOMEM.
+ */
+#define SHADDR_IOC_MAKE		_IOWR(SHADDR_IOC_MAGIC, 0x10, struct shaddr_make)
+
+/**
+ * define SHADDR_IOC_REMOVE - withdraw a segment of the caller's
+ *
+ * Argument: pointer to the __u64 segid. Attachments of it raise SIGBUS on
+ * their next access; GET and ATTACH through it fail with -ENOENT.
+ *
+ * Return: 0; -EFAULT; -ENOENT (no such segment of this file); -EBADFD.
+ */
+#define SHADDR_IOC_REMOVE	_IOW(SHADDR_IOC_MAGIC, 0x11, __u64)
+
+/**
+ * define SHADDR_IOC_GET - obtain access to another process's segment
+ *
+ * Argument: &struct shaddr_get. Allowed if the segment's mode grants the
+ * access to the caller's effective uid/gid (or the caller has CAP_IPC_OWNER
+ * in the segment owner's user namespace) *and* the caller may ptrace-attach
+ * to the segment's owner.
+ *
+ * Return: 0; -EFAULT; -EINVAL (@flags, @pad); -ENOENT (no such segment);
+ * -EACCES (mode denies it); -EPERM (ptrace-attach denied); -EBADFD;
+ * -ENOSPC (max_exports access ids on this file); -ENOMEM.
+ */
+#define SHADDR_IOC_GET		_IOWR(SHADDR_IOC_MAGIC, 0x12, struct shaddr_get)
+
+/**
+ * define SHADDR_IOC_RELEASE - drop an access id and detach what it attached
+ *
+ * Argument: pointer to the __u64 apid.
+ *
+ * Return: 0; -EFAULT; -ENOENT (no such access id on this file); -EBADFD.
+ */
+#define SHADDR_IOC_RELEASE	_IOW(SHADDR_IOC_MAGIC, 0x13, __u64)
+
+/**
+ * define SHADDR_IOC_ATTACH - map part of a segment into the caller
+ *
+ * Argument: &struct shaddr_attach. Read-only unless the access id is
+ * %SHADDR_SEG_RDWR. Populated at once with present pages; the rest faults
+ * in on demand. munmap() of an attachment is a clean detach.
+ *
+ * Return: 0; -EFAULT; -EINVAL (range outside the segment, zero size,
+ * @flags, @pad, misaligned fixed address); -ENOENT (no such access id, or
+ * the segment was removed); -ENOSPC (max_attachments reached); -ENOMEM
+ * (max_attach_mib reached, or no memory); -EBADFD; errors of mmap(2).
+ */
+#define SHADDR_IOC_ATTACH	_IOWR(SHADDR_IOC_MAGIC, 0x14, \
+				      struct shaddr_attach)
+
+/**
+ * define SHADDR_IOC_DETACH - remove the attachment containing an address
+ *
+ * Argument: pointer to a __u64 address inside an attachment of this file.
+ *
+ * Return: 0; -EFAULT; -ENOENT (no attachment there); -EBADFD.
+ */
+#define SHADDR_IOC_DETACH	_IOW(SHADDR_IOC_MAGIC, 0x15, __u64)
+
 #endif /* _UAPI_LINUX_SHADDR_H */
