@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Randomised ioctl/mmap fuzzer for /dev/shaddr, run as root in the VM.
 // Usage: shaddr_ioctl_fuzz [seconds=60] [seed=1]
-// Mixes valid and invalid TRANSLATE/MAP/UNMAP/QUERY/REVOKE/SET_SLOT_SIZE calls, random
+// Mixes valid and invalid TRANSLATE/MAP/UNMAP/QUERY/REVOKE/SET_SLOT_SIZE calls, segment
+// MAKE/GET/ATTACH/DETACH/RELEASE/REMOVE calls, random
 // command numbers and pointers, window touches, exporter remaps, forks and killed peers.
 // Passes if nothing crashes and every counter is back to zero at the end; the VM runner
 // fails the run on any kernel warning.
@@ -29,9 +30,10 @@ uint64_t rnd(uint64_t n) { return n ? rng() % n : 0; }
 
 std::vector<int> fds;
 std::vector<uint64_t> handles;
+std::vector<uint64_t> segids, apids;
 std::vector<Window> windows;
 std::vector<char *> buffers;  // 4 MiB each, 1 MiB aligned (inside 5 MiB mappings)
-long ops = 0, successes = 0, translated = 0, mapped = 0;
+long ops = 0, successes = 0, translated = 0, mapped = 0, attached = 0;
 
 void *random_pointer(void *good, size_t good_len) {
   switch (rnd(6)) {
@@ -141,6 +143,97 @@ void op_remap_buffer() {
   }
 }
 
+template <typename T>
+T pick(const std::vector<T> &v) {
+  return v.empty() || rnd(8) == 0 ? static_cast<T>(rng()) : v[rnd(v.size())];
+}
+
+template <typename T>
+void remember(std::vector<T> &v, T x) {
+  if (v.size() >= 32) v.erase(v.begin());
+  v.push_back(x);
+}
+
+// Segment commands: MAKE (often the whole address space), GET, ATTACH, DETACH, RELEASE, REMOVE.
+void op_segment() {
+  switch (rnd(7)) {
+    case 0: {
+      shaddr_make mk{};
+      char *b = buffers[rnd(buffers.size())];
+      if (rnd(3) == 0) {
+        mk.va = 0;
+        mk.size = ~0ull;
+      } else {
+        mk.va = reinterpret_cast<uint64_t>(b) + (rnd(4) ? rnd(1024) * kPage : rng());
+        mk.size = rnd(4) ? (1 + rnd(1024)) * kPage : rng();
+      }
+      mk.mode = rnd(4) ? 0600 : rng();
+      mk.flags = rnd(10) ? 0 : rng();
+      int r = xioctl(pick_fd(), SHADDR_IOC_MAKE, &mk);
+      note(r);
+      if (r == 0) remember(segids, static_cast<uint64_t>(mk.segid));
+      break;
+    }
+    case 1: {
+      shaddr_get g{};
+      g.segid = pick(segids);
+      g.flags = rnd(4) ? 1 + rnd(2) : rng();
+      g.pad = rnd(10) ? 0 : rng();
+      int r = xioctl(pick_fd(), SHADDR_IOC_GET, &g);
+      note(r);
+      if (r == 0) remember(apids, static_cast<uint64_t>(g.apid));
+      break;
+    }
+    case 2:
+    case 3: {
+      shaddr_attach a{};
+      a.apid = pick(apids);
+      int fd = pick_fd();
+      if (rnd(2)) {  // a coherent chain on one file: MAKE, GET, then ATTACH below
+        shaddr_make mk{};
+        mk.va = reinterpret_cast<uint64_t>(buffers[rnd(3)]);
+        mk.size = 4 * kMiB;
+        shaddr_get g{};
+        g.flags = 1 + rnd(2);
+        if (xioctl(fd, SHADDR_IOC_MAKE, &mk) == 0) {
+          remember(segids, static_cast<uint64_t>(mk.segid));
+          g.segid = mk.segid;
+          if (xioctl(fd, SHADDR_IOC_GET, &g) == 0) {
+            remember(apids, static_cast<uint64_t>(g.apid));
+            a.apid = g.apid;
+          }
+        }
+      }
+      a.offset = rnd(2) ? rnd(4 * kMiB) : reinterpret_cast<uint64_t>(buffers[rnd(3)]) + rnd(kMiB);
+      a.size = rnd(8) ? 1 + rnd(kMiB) : rng();
+      a.vaddr = rnd(4) ? 0 : rng();
+      a.flags = rnd(6) ? 0 : rng() & 3;
+      int r = xioctl(fd, SHADDR_IOC_ATTACH, &a);
+      note(r);
+      if (r == 0) {
+        windows.push_back({a.addr & ~(kPage - 1),
+                           ((a.addr & (kPage - 1)) + a.size + kPage - 1) & ~(kPage - 1)});
+        attached++;
+      }
+      break;
+    }
+    case 4: {
+      uint64_t addr = windows.empty() || rnd(4) == 0 ? rng() : windows[rnd(windows.size())].addr;
+      note(xioctl(pick_fd(), SHADDR_IOC_DETACH, &addr));
+      break;
+    }
+    case 5: {
+      uint64_t id = pick(apids);
+      note(xioctl(pick_fd(), SHADDR_IOC_RELEASE, &id));
+      break;
+    }
+    default: {
+      uint64_t id = pick(segids);
+      note(xioctl(pick_fd(), SHADDR_IOC_REMOVE, &id));
+    }
+  }
+}
+
 void op_random_cmd() {
   char buf[1024];
   for (auto &c : buf) c = static_cast<char>(rng());
@@ -232,7 +325,8 @@ int main(int argc, char **argv) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (std::chrono::steady_clock::now() < end) {
     for (int k = 0; k < 64; k++) {
-      switch (rnd(10)) {
+      switch (rnd(12)) {
+        case 10: case 11: op_segment(); break;
         case 0: case 1: op_translate(); break;
         case 2: case 3: op_map(); break;
         case 4: op_unmap(); break;
@@ -249,12 +343,14 @@ int main(int argc, char **argv) {
 
   for (const Window &w : windows) munmap(reinterpret_cast<void *>(w.addr), w.size);
   for (int fd : fds) close(fd);
-  const long long exports = stat_value("exports"), wins = stat_value("windows"),
+  const long long exports = stat_value("exports") + stat_value("segments"),
+                  wins = stat_value("windows") + stat_value("attachments"),
                   pinned = stat_value("pages_pinned");
-  printf("fuzz: seed %llu, %d s, %ld operations, %ld succeeded (%ld translates, %ld maps); "
-         "exports %lld windows %lld pinned %lld after cleanup\n",
+  printf("fuzz: seed %llu, %d s, %ld operations, %ld succeeded (%ld translates, %ld maps, "
+         "%ld attaches); exports+segments %lld windows+attachments %lld pinned %lld after "
+         "cleanup\n",
          static_cast<unsigned long long>(seed), seconds, ops, successes, translated, mapped,
-         exports, wins, pinned);
+         attached, exports, wins, pinned);
   if (exports != 0 || wins != 0 || pinned != 0) {
     fprintf(stderr, "fuzz: FAIL: objects left behind\n");
     return 1;
