@@ -24,7 +24,8 @@ MODULE_PARM_DESC(slot_size,
 
 unsigned int shaddr_max_exports = 256;
 module_param_named(max_exports, shaddr_max_exports, uint, 0444);
-MODULE_PARM_DESC(max_exports, "Handles one open file may export (default 256)");
+MODULE_PARM_DESC(max_exports,
+		 "Handles+segments one open file may export, and access ids it may hold (default 256)");
 
 unsigned int shaddr_max_attachments = 8192;
 module_param_named(max_attachments, shaddr_max_attachments, uint, 0444);
