@@ -6,6 +6,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/fs.h>
+#include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -62,6 +63,9 @@ static long shaddr_ioc_version(void __user *uarg)
 		.abi_minor = SHADDR_ABI_MINOR,
 		.features = SHADDR_FEAT_WINDOWS | SHADDR_FEAT_SEGMENTS,
 	};
+
+	if (IS_ENABLED(CONFIG_ARCH_SUPPORTS_PMD_PFNMAP))
+		ver.features |= SHADDR_FEAT_HUGE_MAP;
 
 	if (copy_to_user(uarg, &ver, sizeof(ver)))
 		return -EFAULT;
@@ -178,5 +182,9 @@ const struct file_operations shaddr_fops = {
 	.unlocked_ioctl = shaddr_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 	.mmap = shaddr_mmap,
+#ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
+	/* Line windows up with the exporter's 2 MiB boundaries for PMDs. */
+	.get_unmapped_area = thp_get_unmapped_area,
+#endif
 	.llseek = noop_llseek,
 };

@@ -212,6 +212,7 @@ struct shaddr_window {
  * @refusals: MAPs and GETs refused (-EPERM, -EACCES, -ENOSPC) since load
  * @segments: segments alive right now
  * @attachments: segment attachments mapped right now
+ * @huge_mapped: 2 MiB PMD mappings made since load
  */
 struct shaddr_stats {
 	atomic64_t open_files;
@@ -226,6 +227,7 @@ struct shaddr_stats {
 	atomic64_t refusals;
 	atomic64_t segments;
 	atomic64_t attachments;
+	atomic64_t huge_mapped;
 };
 
 extern struct shaddr_stats shaddr_stats;

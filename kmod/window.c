@@ -10,6 +10,7 @@
 #include <linux/idr.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
+#include <linux/pfn_t.h>
 #include <linux/pid.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -84,15 +85,47 @@ static void shaddr_window_unlink(struct shaddr_window *win)
 		     &shaddr_stats.attachments);
 }
 
+#ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
+/*
+ * Is the page at byte offset @off of the window part of a PMD-sized folio
+ * that the exporter maps at a 2 MiB-aligned address, in a window whose
+ * importer address is aligned alike? Then one PMD can map all of it.
+ */
+static bool shaddr_huge_eligible(struct shaddr_window *win,
+				 struct vm_area_struct *vma, unsigned long off,
+				 struct page *page)
+{
+	struct folio *folio = page_folio(page);
+	unsigned long src = win->src + off, haddr;
+
+	if (!folio_test_pmd_mappable(folio) || folio_order(folio) != PMD_ORDER)
+		return false;
+	if ((src & ~PMD_MASK) != folio_page_idx(folio, page) << PAGE_SHIFT)
+		return false;
+	haddr = (vma->vm_start + off) & PMD_MASK;
+	return ((vma->vm_start + off) & ~PMD_MASK) == (src & ~PMD_MASK) &&
+	       haddr >= vma->vm_start && haddr + PMD_SIZE <= vma->vm_end;
+}
+#else
+static bool shaddr_huge_eligible(struct shaddr_window *win,
+				 struct vm_area_struct *vma, unsigned long off,
+				 struct page *page)
+{
+	return false;
+}
+#endif
+
 /*
  * Insert PTEs for @nr pinned exporter pages at byte offset @off of the
  * window, unless an invalidation ran since @seq. Caller holds the importer's
- * mmap lock (or VMA lock). Returns 0, -EAGAIN (pages went stale: retry),
- * -ENOENT (export dead) or -ENOMEM.
+ * mmap lock (or VMA lock). With @leave_huge, pages that a PMD can map are
+ * skipped: their first touch takes the huge fault path. Returns 0, -EAGAIN
+ * (pages went stale: retry), -ENOENT (export dead) or -ENOMEM.
  */
 static int shaddr_window_insert(struct shaddr_window *win,
 				struct vm_area_struct *vma, unsigned long off,
-				struct page **pages, long nr, unsigned long seq)
+				struct page **pages, long nr, unsigned long seq,
+				bool leave_huge)
 {
 	struct shaddr_export *exp = win->exp;
 	unsigned int noreclaim;
@@ -114,6 +147,9 @@ static int shaddr_window_insert(struct shaddr_window *win,
 	for (i = 0; i < nr; i++) {
 		unsigned long idx = (off >> PAGE_SHIFT) + i;
 
+		if (leave_huge &&
+		    shaddr_huge_eligible(win, vma, idx << PAGE_SHIFT, pages[i]))
+			continue;
 		set_bit(idx, win->populated);
 		vmf = vmf_insert_pfn(vma, vma->vm_start + (idx << PAGE_SHIFT),
 				     page_to_pfn(pages[i]));
@@ -201,7 +237,7 @@ static void shaddr_window_populate(struct shaddr_window *win)
 		    vma->vm_private_data == win) {
 			int ret = shaddr_window_insert(win, vma,
 						       addr - win->src,
-						       pages, n, seq);
+						       pages, n, seq, true);
 
 			if (ret == -EAGAIN && ++retries < 4) {
 				mmap_read_unlock(self);
@@ -269,7 +305,7 @@ static vm_fault_t shaddr_window_fault(struct vm_fault *vmf)
 		goto out_put;
 	}
 
-	err = shaddr_window_insert(win, vma, off, pages, n, seq);
+	err = shaddr_window_insert(win, vma, off, pages, n, seq, false);
 	shaddr_unpin(win, pages, n);
 	if (err == -ENOENT)
 		ret = VM_FAULT_SIGBUS;
@@ -282,6 +318,85 @@ out_put:
 	mmput_async(mm);
 	return ret;
 }
+
+#ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
+/*
+ * Map 2 MiB with one PMD where the exporter has a PMD-sized folio at a
+ * 2 MiB-aligned address. Anything else falls back to 4 KiB faults, which
+ * also give SIGBUS where that is due.
+ */
+static vm_fault_t shaddr_window_huge_fault(struct vm_fault *vmf,
+					   unsigned int order)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct shaddr_window *win = vma->vm_private_data;
+	struct shaddr_export *exp = win->exp;
+	unsigned long haddr = vmf->address & PMD_MASK;
+	unsigned long off = haddr - vma->vm_start;
+	struct mm_struct *mm = exp->mm;
+	vm_fault_t ret = VM_FAULT_FALLBACK;
+	struct page **pages;
+	struct folio *folio;
+	unsigned long seq;
+	long n = 0, i;
+
+	if (order != PMD_ORDER || haddr < vma->vm_start ||
+	    haddr + PMD_SIZE > vma->vm_end || (win->src + off) & ~PMD_MASK)
+		return VM_FAULT_FALLBACK;
+	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
+		return VM_FAULT_FALLBACK;
+	pages = kmalloc_array(HPAGE_PMD_NR, sizeof(*pages), GFP_KERNEL);
+	if (!pages)
+		goto out_put;
+
+	seq = mmu_interval_read_begin(&exp->notifier);
+	if (!mmap_read_trylock(mm))
+		goto out_free;
+	/* Fault the first page in (the exporter may get a THP), then the rest. */
+	n = shaddr_pin(win, mm, win->src + off, 1, 0, pages);
+	if (n == 1) {
+		long more = shaddr_pin(win, mm, win->src + off + PAGE_SIZE,
+				       HPAGE_PMD_NR - 1, FOLL_NOFAULT,
+				       pages + 1);
+		if (more > 0)
+			n += more;
+	}
+	mmap_read_unlock(mm);
+	if (n != HPAGE_PMD_NR)
+		goto out_unpin;
+	folio = page_folio(pages[0]);
+	if (folio_order(folio) != PMD_ORDER || pages[0] != folio_page(folio, 0))
+		goto out_unpin;
+	for (i = 1; i < n; i++)
+		if (pages[i] != folio_page(folio, i))
+			goto out_unpin;
+
+	mutex_lock(&exp->lock);
+	if (!exp->dead && !mmu_interval_read_retry(&exp->notifier, seq)) {
+		unsigned int noreclaim = memalloc_noreclaim_save();
+
+		bitmap_set(win->populated, off >> PAGE_SHIFT, HPAGE_PMD_NR);
+		ret = vmf_insert_pfn_pmd(vmf,
+					 __pfn_to_pfn_t(page_to_pfn(pages[0]), 0),
+					 win->writable &&
+					 (vmf->flags & FAULT_FLAG_WRITE));
+		memalloc_noreclaim_restore(noreclaim);
+		if (ret == VM_FAULT_NOPAGE) {
+			atomic64_add(HPAGE_PMD_NR, &shaddr_stats.pages_mapped);
+			atomic64_inc(&shaddr_stats.huge_mapped);
+		}
+	}
+	mutex_unlock(&exp->lock);
+out_unpin:
+	if (n > 0)
+		shaddr_unpin(win, pages, n);
+out_free:
+	kfree(pages);
+out_put:
+	mmput_async(mm);
+	return ret;
+}
+#endif
 
 static void shaddr_window_vm_close(struct vm_area_struct *vma)
 {
@@ -305,6 +420,9 @@ static int shaddr_window_mremap(struct vm_area_struct *vma)
 
 static const struct vm_operations_struct shaddr_window_vm_ops = {
 	.fault = shaddr_window_fault,
+#ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
+	.huge_fault = shaddr_window_huge_fault,
+#endif
 	.close = shaddr_window_vm_close,
 	.may_split = shaddr_window_may_split,
 	.mremap = shaddr_window_mremap,
@@ -428,7 +546,8 @@ long shaddr_window_create(struct shaddr_file *sf, struct file *file,
 	win->apid = apid;
 	win->src = src;
 	win->size = size;
-	win->file_off = (loff_t)id * SHADDR_WINDOW_SPAN;
+	/* Same offset in 2 MiB as the source, so that PMDs can line up. */
+	win->file_off = (loff_t)id * SHADDR_WINDOW_SPAN + (src & ~PMD_MASK);
 	win->writable = writable;
 	win->populated = bitmap_zalloc(size >> PAGE_SHIFT, GFP_KERNEL_ACCOUNT);
 	if (!win->populated) {

@@ -2,6 +2,7 @@
 // XPMEM-like segments (MAKE / GET / ATTACH / DETACH / RELEASE / REMOVE), run as root in the VM.
 #include <sys/resource.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -410,4 +411,52 @@ TEST_F(Segments, AttachmentsAreCapped) {
   EXPECT_EQ(got.size(), 8192u) << "module parameter max_attachments defaults to 8192";
   for (char *a : got) munmap(a, kPage);
   EXPECT_EQ(stat_value("attachments"), 0);
+}
+
+namespace {
+long long anon_huge_kib() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string key;
+  long long v = 0;
+  while (in >> key) {
+    if (key == "AnonHugePages:") {
+      in >> v;
+      return v;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+TEST_F(Segments, HugeExporterPagesMapWithPMDs) {
+  shaddr_version ver{};
+  ASSERT_EQ(xioctl(fd_, SHADDR_IOC_VERSION, &ver), 0);
+  if (!(ver.features & SHADDR_FEAT_HUGE_MAP))
+    GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
+  constexpr size_t k2M = 2 * kMiB, kLen = 4 * k2M;
+  const long long thp0 = anon_huge_kib();
+  AlignedBuffer buf(kLen, k2M, /*touch=*/false);
+  ASSERT_EQ(madvise(buf.data(), kLen, MADV_HUGEPAGE), 0);
+  memset(buf.data(), 0x48, kLen);
+  if (anon_huge_kib() - thp0 < static_cast<long long>(kLen >> 10))
+    GTEST_SKIP() << "the exporter got no transparent huge pages here";
+  uint64_t segid, apid;
+  ASSERT_EQ(seg_make(fd_, buf.data(), kLen, 0600, &segid), 0);
+  ASSERT_EQ(seg_get(fd_, segid, SHADDR_SEG_RDWR, &apid), 0);
+  char *p;
+  ASSERT_EQ(seg_attach(fd_, apid, 0, kLen, &p), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % k2M, 0u) << "attachment aligned for PMDs";
+  const long long huge0 = stat_value("huge_mapped");
+  for (size_t off = 0; off < kLen; off += k2M) EXPECT_EQ(p[off + 4097], 0x48);
+  EXPECT_EQ(stat_value("huge_mapped"), huge0 + 4);
+  p[k2M + 5] = 0x49;
+  EXPECT_EQ(buf.data()[k2M + 5], 0x49);
+  // Exporter drops one 4 KiB page inside a huge page: it splits; the importer follows.
+  ASSERT_EQ(madvise(buf.data() + k2M + 3 * kPage, kPage, MADV_DONTNEED), 0);
+  EXPECT_EQ(p[k2M + 3 * kPage], 0);
+  EXPECT_EQ(p[k2M + 5], 0x49);
+  EXPECT_EQ(p[k2M + 4 * kPage], 0x48);
+  buf.data()[k2M + 3 * kPage] = 0x50;
+  EXPECT_EQ(p[k2M + 3 * kPage], 0x50);
+  EXPECT_EQ(seg_detach(fd_, p), 0);
 }
