@@ -34,10 +34,12 @@ Device &Device::operator=(Device &&other) noexcept {
   return *this;
 }
 
-int Device::version(struct shaddr_version *out) const {
-  if (::ioctl(fd_, SHADDR_IOC_VERSION, out) < 0) return -errno;
+int Device::call(unsigned long cmd, void *arg) const {
+  if (::ioctl(fd_, cmd, arg) < 0) return -errno;
   return 0;
 }
+
+int Device::version(struct shaddr_version *out) const { return call(SHADDR_IOC_VERSION, out); }
 
 }  // namespace shaddr
 

@@ -23,6 +23,9 @@ class Device {
   // SHADDR_IOC_VERSION; returns 0 or a negative errno.
   int version(struct shaddr_version *out) const;
 
+  // Any ioctl of <linux/shaddr.h>; returns 0 or a negative errno.
+  int call(unsigned long cmd, void *arg) const;
+
  private:
   int fd_;
 };

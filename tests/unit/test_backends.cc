@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+// Bootstrap and backends end to end across forked ranks. On the host (no module) auto picks
+// cma; inside the VM (tests/kmod runs this binary there too) it picks segment.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend.h"
+#include "bootstrap.h"
+
+using namespace shaddr;
+
+namespace {
+
+class ScopedBackendEnv {
+ public:
+  explicit ScopedBackendEnv(const char *value) {
+    if (value)
+      setenv("SHADDR_BACKEND", value, 1);
+    else
+      unsetenv("SHADDR_BACKEND");
+  }
+  ~ScopedBackendEnv() { unsetenv("SHADDR_BACKEND"); }
+};
+
+bool module_present() { return access("/dev/shaddr", F_OK) == 0; }
+
+unsigned char pattern(int rank, size_t i) { return static_cast<unsigned char>(rank * 31 + i * 7 + 1); }
+
+// Every rank: a buffer of `size` bytes at an odd offset; read each peer's, write a marker into
+// each peer's, check its own markers. Returns 0 or a distinct failure code.
+int exchange(const shaddr_host &h, size_t size, std::string *backend_name) {
+  std::unique_ptr<Backend> be;
+  std::string reason;
+  if (select_backend(h, &be, &reason)) return 10;
+  if (backend_name) *backend_name = be->name();
+  std::vector<unsigned char> storage(size + 64 + h.size);
+  unsigned char *buf = storage.data() + 3;  // deliberately unaligned
+  for (size_t i = 0; i < size; i++) buf[i] = pattern(h.rank, i);
+  unsigned char *marks = buf + size;       // one marker byte per rank
+  std::memset(marks, 0, h.size);
+  uint64_t mine = reinterpret_cast<uintptr_t>(buf);
+  std::vector<uint64_t> addrs(h.size);
+  if (h.allgather(&mine, addrs.data(), sizeof(mine), h.ctx)) return 11;
+  std::vector<unsigned char> got(size);
+  for (int p = 0; p < h.size; p++) {
+    if (size && be->read(p, addrs[p], got.data(), size)) return 12;
+    for (size_t i = 0; i < size; i++)
+      if (got[i] != pattern(p, i)) return 13;
+    RegCache::Ref ref;
+    int err = be->map(p, addrs[p], size ? size : 1, &ref);
+    if (err == 0) {
+      if (size && std::memcmp(ref.ptr, got.data(), size)) return 14;
+      be->unmap(p, ref);
+    } else if (err != -ENOTSUP) {
+      return 15;
+    }
+    unsigned char mark = static_cast<unsigned char>(0x80 + h.rank);
+    if (be->write(p, addrs[p] + size + h.rank, &mark, 1)) return 16;
+  }
+  if (h.barrier(h.ctx)) return 17;
+  for (int p = 0; p < h.size; p++)
+    if (marks[p] != 0x80 + p) return 18;
+  if (h.barrier(h.ctx)) return 19;  // keep buffers alive until every peer is done
+  return 0;
+}
+
+}  // namespace
+
+TEST(Bootstrap, AllgatherAndBarrierAcrossForkedRanks) {
+  for (int n = 1; n <= 5; n++) {
+    int rc = run_forked(n, [n](const shaddr_host &h) {
+      if (h.size != n) return 2;
+      int v = 100 + h.rank;
+      std::vector<int> all(n);
+      for (int round = 0; round < 50; round++) {
+        if (h.allgather(&v, all.data(), sizeof(v), h.ctx)) return 3;
+        for (int r = 0; r < n; r++)
+          if (all[r] != 100 + r) return 4;
+        if (h.barrier(h.ctx)) return 5;
+      }
+      return 0;
+    });
+    EXPECT_EQ(rc, 0) << "n=" << n;
+  }
+}
+
+TEST(Bootstrap, AFailingRankIsReported) {
+  EXPECT_EQ(run_forked(3, [](const shaddr_host &h) { return h.rank == 2 ? 7 : 0; }), 7);
+  EXPECT_EQ(run_forked(0, [](const shaddr_host &) { return 0; }), -EINVAL);
+}
+
+TEST(Backend, AutoSelectsTheBestAvailable) {
+  ScopedBackendEnv env(nullptr);
+  std::string name;
+  ASSERT_EQ(run_forked(2, [&](const shaddr_host &h) {
+              int rc = exchange(h, 4097, &name);
+              if (!rc && h.rank == 0) {
+                const char *want = module_present() ? "segment" : "cma";
+                if (name != want) return 20;
+              }
+              return rc;
+            }),
+            0);
+}
+
+TEST(Backend, CmaEndToEnd) {
+  ScopedBackendEnv env("cma");
+  for (int n : {1, 2, 3, 4})
+    for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, (size_t{1} << 20) + 3})
+      EXPECT_EQ(run_forked(n, [size](const shaddr_host &h) { return exchange(h, size, nullptr); }),
+                0)
+          << "n=" << n << " size=" << size;
+}
+
+TEST(Backend, SegmentEndToEndOrAClearReason) {
+  ScopedBackendEnv env("segment");
+  if (!module_present()) {
+    std::string reason;
+    int rc = run_forked(2, [&](const shaddr_host &h) {
+      std::unique_ptr<Backend> be;
+      int err = select_backend(h, &be, &reason);
+      return err == -ENOENT && reason.find("failed on rank 0") != std::string::npos ? 0 : 1;
+    });
+    EXPECT_EQ(rc, 0);
+    return;
+  }
+  for (int n : {1, 2, 3, 4})
+    for (size_t size : {size_t{1}, size_t{4095}, size_t{4097}, (size_t{1} << 20) + 3,
+                        (size_t{5} << 20) + 1})
+      EXPECT_EQ(run_forked(n, [size](const shaddr_host &h) { return exchange(h, size, nullptr); }),
+                0)
+          << "n=" << n << " size=" << size;
+}
+
+TEST(Backend, SegmentCacheHitsOnRepeatedAccess) {
+  if (!module_present()) GTEST_SKIP() << "needs the shaddr module (runs in the VM)";
+  ScopedBackendEnv env("segment");
+  EXPECT_EQ(run_forked(2, [](const shaddr_host &h) {
+              std::unique_ptr<Backend> be;
+              std::string reason;
+              if (select_backend(h, &be, &reason)) return 1;
+              std::vector<char> buf(1 << 16, static_cast<char>(h.rank));
+              uint64_t mine = reinterpret_cast<uintptr_t>(buf.data()), addrs[2];
+              if (h.allgather(&mine, addrs, sizeof(mine), h.ctx)) return 2;
+              const int peer = 1 - h.rank;
+              char c;
+              for (int i = 0; i < 100; i++)
+                if (be->read(peer, addrs[peer] + i * 64, &c, 1) || c != peer) return 3;
+              const RegCacheStats *st = be->cache_stats(peer);
+              if (!st || st->misses != 1 || st->hits != 99) return 4;
+              return h.barrier(h.ctx) ? 5 : 0;
+            }),
+            0);
+}
+
+TEST(Backend, UnknownOrUnimplementedNamesAreRefused) {
+  for (auto [name, want] : {std::pair{"bogus", -EINVAL}, {"window", -ENOSYS}, {"shm", -ENOSYS}}) {
+    ScopedBackendEnv env(name);
+    std::string reason;
+    EXPECT_EQ(run_forked(1, [&](const shaddr_host &h) {
+                std::unique_ptr<Backend> be;
+                return select_backend(h, &be, &reason) == want ? 0 : 1;
+              }),
+              0)
+        << name;
+  }
+}
+
+TEST(Backend, BadPeerIsEINVAL) {
+  ScopedBackendEnv env("cma");
+  EXPECT_EQ(run_forked(1, [](const shaddr_host &h) {
+              std::unique_ptr<Backend> be;
+              std::string reason;
+              if (select_backend(h, &be, &reason)) return 1;
+              char c;
+              return be->read(5, 0, &c, 1) == -EINVAL && be->read(-1, 0, &c, 1) == -EINVAL ? 0 : 2;
+            }),
+            0);
+}
