@@ -649,7 +649,6 @@ long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
 	req.addr = addr;
 	req.size = exp->block_size;
 	spin_lock(&sf->slot_lock);
-	req.slot = 0;
 	for (req.slot = 0; req.slot < sf->nr_slots; req.slot++)
 		if (sf->slots[req.slot] && sf->slots[req.slot]->uaddr == addr)
 			break;
