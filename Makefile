@@ -7,7 +7,7 @@ BUILD := $(TOP)/build
 KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps kmod userspace userspace-asan run test test-unit test-kmod test-mpi \
+.PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-unit test-kmod test-mpi \
 	bench-kmod checkpatch dkms-install dkms-uninstall clean help
 
 all: kmod userspace
@@ -47,6 +47,13 @@ userspace: deps $(BUILD)/build.ninja
 userspace-asan: deps $(BUILD)/asan/build.ninja
 	cmake --build $(BUILD)/asan
 
+$(BUILD)/tsan/build.ninja: | deps
+	cmake $(CMAKE_GEN) -S $(TOP) -B $(BUILD)/tsan -DCMAKE_BUILD_TYPE=Debug \
+		-DSHADDR_SANITIZE=thread >/dev/null
+
+userspace-tsan: deps $(BUILD)/tsan/build.ninja
+	cmake --build $(BUILD)/tsan
+
 run: all
 	@if [ -e /proc/modules ] && [ "$$(id -u)" = 0 ]; then \
 		echo "run: this kernel loads modules: using insmod on the host"; \
@@ -56,10 +63,10 @@ run: all
 		$(TOP)/tools/shaddr-vm -q --kernel 6.1 -- $(BUILD)/tools/shaddr-info; \
 	fi
 
-test: all userspace-asan
+test: all userspace-asan userspace-tsan
 	@$(TOP)/tools/shaddr-test unit kmod mpi
 
-test-unit: userspace userspace-asan
+test-unit: userspace userspace-asan userspace-tsan
 	@$(TOP)/tools/shaddr-test unit
 
 test-kmod: all

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+// The node control block: one shared segment per node communicator holding a cache-line-padded
+// area per rank, the message counters of seed 000 §IV.C, the Bcast FIFO, one point-to-point
+// FIFO per rank, and the per-rank slots of seed 004's short reduction.
+//
+// Created collectively: rank 0 makes an anonymous memfd; the others open it through
+// /proc/<pid>/fd (needs only ptrace *read* rights, which Yama leaves alone), so the segment
+// never has a name in /dev/shm and nothing is left behind by a crash. Where /proc is not
+// usable the fallback is shm_open + shm_unlink as soon as every rank has it mapped.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fifo.h"
+#include "shaddr/host.h"
+
+namespace shaddr {
+
+struct alignas(128) RankArea {
+  std::atomic<uint64_t> seq;   // collective sequence number
+  std::atomic<uint64_t> flag;  // barrier / handshake flag
+};
+
+// {base address, bytes written} plus an atomic completion count (seed 000 §IV.C).
+struct alignas(128) MsgCounter {
+  std::atomic<uint64_t> base;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> done;
+};
+
+struct NodeBlockConfig {
+  uint32_t fifo_slots = 64;
+  uint32_t fifo_payload = 8192 - 64;  // a slot is 8 KiB
+  uint32_t reduce_slot_bytes = 256;   // seed 004 short reduction, per rank
+};
+
+class NodeBlock {
+ public:
+  // Collective. 0 or a negative errno on every rank; *why says what failed.
+  static int create(const shaddr_host &host, const NodeBlockConfig &cfg,
+                    std::unique_ptr<NodeBlock> *out, std::string *why);
+  ~NodeBlock();
+  NodeBlock(const NodeBlock &) = delete;
+  NodeBlock &operator=(const NodeBlock &) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const char *how() const { return how_; }  // "memfd" or "shm_open"
+  RankArea &area(int r) { return areas_[r]; }
+  MsgCounter &counter(int r) { return counters_[r]; }
+  Fifo &bcast() { return *bcast_; }
+  Fifo &p2p(int receiver) { return *p2p_[receiver]; }
+  void *reduce_slot(int r) { return reduce_ + static_cast<size_t>(r) * cfg_.reduce_slot_bytes; }
+
+ private:
+  NodeBlock() = default;
+  void layout(char *base, bool init);
+  int rank_ = 0, size_ = 0;
+  NodeBlockConfig cfg_;
+  const char *how_ = "";
+  void *map_ = nullptr;
+  size_t bytes_ = 0;
+  RankArea *areas_ = nullptr;
+  MsgCounter *counters_ = nullptr;
+  std::unique_ptr<Fifo> bcast_;
+  std::vector<std::unique_ptr<Fifo>> p2p_;
+  char *reduce_ = nullptr;
+};
+
+}  // namespace shaddr
