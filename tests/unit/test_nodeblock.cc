@@ -125,30 +125,23 @@ TEST(NodeBlock, PaddingKeepsRanksOnSeparateCacheLines) {
   EXPECT_EQ(alignof(RankArea), 128u);
 }
 
+// n forked ranks, each with a node block of 4-slot FIFOs, run fifo_stress().
+int stress_on_ranks(int n, int count, bool p2p) {
+  return run_forked(n, [=](const shaddr_host &h) {
+    std::unique_ptr<NodeBlock> nb;
+    std::string why;
+    if (NodeBlock::create(h, small_fifos(), &nb, &why)) return 10;
+    int r = fifo_stress(*nb, count, p2p);
+    return r ? r : (h.barrier(h.ctx) ? 11 : 0);
+  });
+}
+
 TEST(NodeBlock, BcastFifoStressWithWrapAroundAndMoreRanksThanCores) {
-  for (int n : {2, 3, 6}) {
-    int rc = run_forked(n, [](const shaddr_host &h) {
-      std::unique_ptr<NodeBlock> nb;
-      std::string why;
-      if (NodeBlock::create(h, small_fifos(), &nb, &why)) return 10;
-      int r = fifo_stress(*nb, 5000, false);
-      return r ? r : (h.barrier(h.ctx) ? 11 : 0);
-    });
-    EXPECT_EQ(rc, 0) << "n=" << n;
-  }
+  for (int n : {2, 3, 6}) EXPECT_EQ(stress_on_ranks(n, 5000, false), 0) << "n=" << n;
 }
 
 TEST(NodeBlock, P2PFifoStressWithWrapAround) {
-  for (int n : {2, 4, 6}) {
-    int rc = run_forked(n, [](const shaddr_host &h) {
-      std::unique_ptr<NodeBlock> nb;
-      std::string why;
-      if (NodeBlock::create(h, small_fifos(), &nb, &why)) return 10;
-      int r = fifo_stress(*nb, 2000, true);
-      return r ? r : (h.barrier(h.ctx) ? 11 : 0);
-    });
-    EXPECT_EQ(rc, 0) << "n=" << n;
-  }
+  for (int n : {2, 4, 6}) EXPECT_EQ(stress_on_ranks(n, 2000, true), 0) << "n=" << n;
 }
 
 TEST(NodeBlock, MessageCounterPipeline) {
