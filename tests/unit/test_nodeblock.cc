@@ -126,7 +126,7 @@ TEST(NodeBlock, PaddingKeepsRanksOnSeparateCacheLines) {
 }
 
 // n forked ranks, each with a node block of 4-slot FIFOs, run fifo_stress().
-int stress_on_ranks(int n, int count, bool p2p) {
+static int stress_on_ranks(int n, int count, bool p2p) {
   return run_forked(n, [=](const shaddr_host &h) {
     std::unique_ptr<NodeBlock> nb;
     std::string why;
