@@ -50,6 +50,24 @@ static void shaddr_zap_work(struct work_struct *work)
 }
 
 /*
+ * The page range of @win that [start, end) overlaps: [*first, *last). True if
+ * any of those pages may have a PTE. Caller holds exp->lock.
+ */
+static bool shaddr_window_overlap(struct shaddr_window *win,
+				  unsigned long start, unsigned long end,
+				  unsigned long *first, unsigned long *last)
+{
+	unsigned long s = max(start, win->src);
+	unsigned long e = min(end, win->src + win->size);
+
+	if (s >= e)
+		return false;
+	*first = (s - win->src) >> PAGE_SHIFT;
+	*last = (e - win->src + PAGE_SIZE - 1) >> PAGE_SHIFT;
+	return find_next_bit(win->populated, *last, *first) < *last;
+}
+
+/*
  * Collect up to SHADDR_ZAP_BATCH windows with populated pages in
  * [start, end), clearing those bits and taking a reference on each window.
  * Caller holds exp->lock. Returns the number collected.
@@ -59,28 +77,34 @@ static unsigned int shaddr_collect(struct shaddr_export *exp,
 				   struct shaddr_zap *zap)
 {
 	struct shaddr_window *win;
+	unsigned long first, last;
 
 	zap->nr = 0;
 	list_for_each_entry(win, &exp->windows, exp_node) {
-		unsigned long s = max(start, win->src);
-		unsigned long e = min(end, win->src + win->size);
-		unsigned long first, last;
-
-		if (s >= e)
-			continue;
-		first = (s - win->src) >> PAGE_SHIFT;
-		last = (e - win->src + PAGE_SIZE - 1) >> PAGE_SHIFT;
-		if (find_next_bit(win->populated, last, first) >= last)
+		if (!shaddr_window_overlap(win, start, end, &first, &last))
 			continue;
 		bitmap_clear(win->populated, first, last - first);
 		kref_get(&win->kref);
 		zap->win[zap->nr] = win;
-		zap->start[zap->nr] = s;
-		zap->end[zap->nr] = e;
+		zap->start[zap->nr] = max(start, win->src);
+		zap->end[zap->nr] = min(end, win->src + win->size);
 		if (++zap->nr == SHADDR_ZAP_BATCH)
 			break;
 	}
 	return zap->nr;
+}
+
+/* Would an invalidation of [start, end) have PTEs to zap? exp->lock held. */
+static bool shaddr_needs_zap(struct shaddr_export *exp, unsigned long start,
+			     unsigned long end)
+{
+	struct shaddr_window *win;
+	unsigned long first, last;
+
+	list_for_each_entry(win, &exp->windows, exp_node)
+		if (shaddr_window_overlap(win, start, end, &first, &last))
+			return true;
+	return false;
 }
 
 static void shaddr_zap_run(struct shaddr_zap *zap, bool via_worker)
@@ -114,28 +138,15 @@ static bool shaddr_export_invalidate(struct mmu_interval_notifier *mni,
 
 	if (!mmu_notifier_range_blockable(range)) {
 		/* Zapping sleeps: refuse if anything would need it. */
+		bool refuse;
+
 		if (!mutex_trylock(&exp->lock))
 			return false;
-		mmu_interval_set_seq(mni, cur_seq);
-		zap.nr = 0;
-		if (shaddr_collect(exp, range->start, range->end, &zap)) {
-			/* Bits were cleared: put them back for the retry. */
-			unsigned int i;
-
-			for (i = 0; i < zap.nr; i++) {
-				struct shaddr_window *win = zap.win[i];
-
-				bitmap_set(win->populated,
-					   (zap.start[i] - win->src) >> PAGE_SHIFT,
-					   (zap.end[i] - zap.start[i]) >> PAGE_SHIFT);
-			}
-			mutex_unlock(&exp->lock);
-			for (i = 0; i < zap.nr; i++)
-				shaddr_window_put(zap.win[i]);
-			return false;
-		}
+		refuse = shaddr_needs_zap(exp, range->start, range->end);
+		if (!refuse)
+			mmu_interval_set_seq(mni, cur_seq);
 		mutex_unlock(&exp->lock);
-		return true;
+		return !refuse;
 	}
 
 	for (;;) {
