@@ -205,3 +205,25 @@ inline int seg_detach(int fd, const void *addr) {
 inline int seg_u64_cmd(int fd, unsigned long cmd, uint64_t id) { return xioctl(fd, cmd, &id); }
 
 }  // namespace shaddr_test
+
+#include <gtest/gtest.h>
+
+namespace shaddr_test {
+
+// A test with its own open /dev/shaddr that must leave no export, segment, window, attachment
+// or pinned page behind.
+class ModuleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fd_ = open_dev();
+    ASSERT_GE(fd_, 0) << strerror(errno);
+  }
+  void TearDown() override {
+    if (fd_ >= 0) close(fd_);
+    for (const char *c : {"exports", "segments", "windows", "attachments", "pages_pinned"})
+      EXPECT_EQ(stat_value(c), 0) << c;
+  }
+  int fd_ = -1;
+};
+
+}  // namespace shaddr_test

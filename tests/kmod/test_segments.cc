@@ -14,20 +14,7 @@ using namespace shaddr_test;
 
 namespace {
 
-class Segments : public ::testing::Test {
- protected:
-  void SetUp() override {
-    fd_ = open_dev();
-    ASSERT_GE(fd_, 0) << strerror(errno);
-  }
-  void TearDown() override {
-    if (fd_ >= 0) close(fd_);
-    EXPECT_EQ(stat_value("segments"), 0);
-    EXPECT_EQ(stat_value("attachments"), 0);
-    EXPECT_EQ(stat_value("pages_pinned"), 0);
-  }
-  int fd_ = -1;
-};
+class Segments : public ModuleTest {};
 
 // A forked exporter: makes a segment of a 1 MiB buffer filled with `seed` (or of its whole
 // address space), reports {segid, buffer address}, then obeys: 'c' check byte, 'f' fill,

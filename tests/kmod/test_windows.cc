@@ -18,21 +18,12 @@ namespace {
 constexpr uint32_t kRO = SHADDR_PROT_READ;
 constexpr uint32_t kRW = SHADDR_PROT_READ | SHADDR_PROT_WRITE;
 
-// Every test must leave no export, window or pinned page behind.
-class Windows : public ::testing::Test {
+class Windows : public ModuleTest {
  protected:
   void SetUp() override {
-    fd_ = open_dev();
-    ASSERT_GE(fd_, 0) << strerror(errno);
+    ModuleTest::SetUp();
     ASSERT_EQ(set_slot_size(fd_, kMiB), 0);
   }
-  void TearDown() override {
-    if (fd_ >= 0) close(fd_);
-    EXPECT_EQ(stat_value("exports"), 0);
-    EXPECT_EQ(stat_value("windows"), 0);
-    EXPECT_EQ(stat_value("pages_pinned"), 0);
-  }
-  int fd_ = -1;
 };
 
 // A peer that exports a 1 MiB RW buffer filled with `seed`, sends the handle, and then
