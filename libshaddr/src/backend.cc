@@ -12,6 +12,11 @@ namespace shaddr {
 int Backend::map(int, uintptr_t, size_t, RegCache::Ref *) { return -ENOTSUP; }
 void Backend::unmap(int, const RegCache::Ref &) {}
 const RegCacheStats *Backend::cache_stats(int) const { return nullptr; }
+int Backend::expose(const void *buf, size_t, uintptr_t *remote) {
+  *remote = reinterpret_cast<uintptr_t>(buf);
+  return 0;
+}
+void Backend::end_exposures() {}
 
 int agree(const shaddr_host &host, int local_err, std::string *why, const char *what) {
   std::vector<int> all(host.size);

@@ -30,12 +30,25 @@ class Backend {
 
   // The registration cache of a peer, if the backend maps.
   virtual const RegCacheStats *cache_stats(int peer) const;
+
+  // Owner side: make [buf, buf + len) readable by peers for the current collective and return
+  // in *remote the address peers pass to read()/map(). Backends that reach peers' memory
+  // directly return buf itself (the default); shm copies the data into this rank's staging
+  // area and returns its offset there, so the data must be final before expose() is called.
+  // -ENOBUFS if the staging area is too small.
+  virtual int expose(const void *buf, size_t len, uintptr_t *remote);
+  // Owner side: the collective is over on every rank; exposures may be reused.
+  virtual void end_exposures();
+  // True if expose() copies (the algorithms then avoid exposing what they need not).
+  virtual bool stages() const { return false; }
 };
 
 // Each factory is collective over host: it returns 0 and the backend on every rank, or the same
 // negative errno on every rank with *why saying what failed (and on which rank).
 int make_segment_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
 int make_cma_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
+int make_window_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
+int make_shm_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
 
 // SHADDR_BACKEND (segment, cma, auto; default auto: the best that works here). Collective.
 // *reason says what was chosen and why the better ones were not.

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libshaddr C API: node communicators and single-copy collectives.
+ *
+ * A node communicator groups the processes of one node (struct shaddr_host names them). Every
+ * collective below is called by all of its ranks with matching arguments, as in MPI. Data
+ * arguments are plain byte ranges: a caller with non-contiguous data packs it first or calls
+ * once per contiguous piece (the interposer and the MPICH patch do this).
+ *
+ * Return values: 0, or a negative errno. Argument errors that every rank sees alike (a root out
+ * of range, an unsupported op/type pair) are reported by every rank before any rank waits, so
+ * the caller can fall back to another implementation collectively. A failure during the
+ * transfer (a peer's buffer is not readable, a mapping cannot be made) makes the call return
+ * the same negative errno on every rank, with the receive buffers in an unspecified state, so a
+ * caller that falls back re-runs the whole collective. A NULL buffer with a non-zero size on
+ * one rank only is -EFAULT on that rank; the others then wait, as they would in MPI.
+ * shaddr_last_error() says why a call failed.
+ */
+#ifndef SHADDR_COLL_H
+#define SHADDR_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shaddr/host.h"
+#include "shaddr/shaddr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct shaddr_comm shaddr_comm_t;
+
+/*
+ * Element types of reductions, by representation. The MINLOC/MAXLOC pair types have the layout
+ * of the C structs MPI defines for MPI_FLOAT_INT etc. (value, then int index; padded as C pads).
+ */
+enum shaddr_dtype {
+	SHADDR_BYTE,		/* bitwise ops only */
+	SHADDR_INT8,
+	SHADDR_UINT8,
+	SHADDR_INT16,
+	SHADDR_UINT16,
+	SHADDR_INT32,
+	SHADDR_UINT32,
+	SHADDR_INT64,
+	SHADDR_UINT64,
+	SHADDR_FLOAT,
+	SHADDR_DOUBLE,
+	SHADDR_LONG_DOUBLE,
+	SHADDR_C_FLOAT_COMPLEX,
+	SHADDR_C_DOUBLE_COMPLEX,
+	SHADDR_C_LONG_DOUBLE_COMPLEX,
+	SHADDR_C_BOOL,
+	SHADDR_FLOAT_INT,
+	SHADDR_DOUBLE_INT,
+	SHADDR_LONG_INT,
+	SHADDR_2INT,
+	SHADDR_SHORT_INT,
+	SHADDR_LONG_DOUBLE_INT,
+	SHADDR_DTYPE_COUNT
+};
+
+/* Reduction operations: MPI's predefined ones, with MPI's rules on which types they accept. */
+enum shaddr_op {
+	SHADDR_OP_SUM,
+	SHADDR_OP_PROD,
+	SHADDR_OP_MIN,
+	SHADDR_OP_MAX,
+	SHADDR_OP_LAND,
+	SHADDR_OP_LOR,
+	SHADDR_OP_LXOR,
+	SHADDR_OP_BAND,
+	SHADDR_OP_BOR,
+	SHADDR_OP_BXOR,
+	SHADDR_OP_MINLOC,
+	SHADDR_OP_MAXLOC,
+	SHADDR_OP_COUNT
+};
+
+/* Collectives, for statistics and per-collective settings. */
+enum shaddr_coll {
+	SHADDR_COLL_BARRIER,
+	SHADDR_COLL_BCAST,
+	SHADDR_COLL_REDUCE,
+	SHADDR_COLL_ALLREDUCE,
+	SHADDR_COLL_GATHER,
+	SHADDR_COLL_SCATTER,
+	SHADDR_COLL_ALLGATHER,
+	SHADDR_COLL_ALLTOALL,
+	SHADDR_COLL_COUNT
+};
+
+/* Pass as a send buffer for MPI_IN_PLACE semantics (where MPI allows it). */
+#define SHADDR_IN_PLACE ((const void *)-1)
+
+/**
+ * struct shaddr_comm_stats - what a node communicator has done (this rank's view)
+ * @calls: collectives run by libshaddr, per enum shaddr_coll
+ * @bytes: payload bytes this rank moved (read or published), per enum shaddr_coll
+ * @fifo_calls: of @calls, those that went through the Bcast FIFO or reduction slots
+ * @failures: calls that returned an error
+ * @cache_hits: registration-cache hits over all peers
+ * @cache_misses: registration-cache misses (each cost a mapping system call)
+ * @cache_evictions: mappings evicted to make room
+ * @cache_refusals: transfers that copied because every mapping was in use
+ * @bytes_mapped: bytes of peers' memory currently mapped
+ */
+struct shaddr_comm_stats {
+	uint64_t calls[SHADDR_COLL_COUNT];
+	uint64_t bytes[SHADDR_COLL_COUNT];
+	uint64_t fifo_calls;
+	uint64_t failures;
+	uint64_t cache_hits;
+	uint64_t cache_misses;
+	uint64_t cache_evictions;
+	uint64_t cache_refusals;
+	uint64_t bytes_mapped;
+};
+
+/**
+ * shaddr_comm_create() - make a node communicator (collective over @host)
+ * @host: rank, size and the allgather/barrier callbacks; used only during this call
+ * @out: receives the communicator
+ *
+ * Chooses a backend (SHADDR_BACKEND, default the best available) and creates the node control
+ * block. Under SHADDR_VERBOSE=1, rank 0 prints the backend and why it was chosen.
+ * Return: 0 on every rank, or the same negative errno on every rank: -EINVAL (NULL or
+ * inconsistent arguments), -ENOENT/-EPERM/... (no backend usable), -ENOMEM.
+ */
+SHADDR_API int shaddr_comm_create(const struct shaddr_host *host, shaddr_comm_t **out);
+
+/**
+ * shaddr_comm_free() - free a node communicator (collective: waits until no peer still reads
+ * this rank's memory). Passing NULL is a no-op returning 0.
+ */
+SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm);
+
+/** shaddr_comm_rank(), shaddr_comm_size() - -EINVAL for NULL. */
+SHADDR_API int shaddr_comm_rank(const shaddr_comm_t *comm);
+SHADDR_API int shaddr_comm_size(const shaddr_comm_t *comm);
+
+/** shaddr_comm_backend() - "window", "segment", "cma" or "shm"; "" for NULL. */
+SHADDR_API const char *shaddr_comm_backend(const shaddr_comm_t *comm);
+
+/** shaddr_comm_stats() - copy the statistics. 0 or -EINVAL. */
+SHADDR_API int shaddr_comm_get_stats(const shaddr_comm_t *comm, struct shaddr_comm_stats *st);
+
+/** shaddr_dtype_size() - bytes per element of @type, or -EINVAL. */
+SHADDR_API int shaddr_dtype_size(enum shaddr_dtype type);
+
+/**
+ * shaddr_op_supported() - can libshaddr reduce @type with @op?
+ * Return: 0; -ENOTSUP when MPI does not define @op on @type; -EINVAL for values out of range.
+ */
+SHADDR_API int shaddr_op_supported(enum shaddr_op op, enum shaddr_dtype type);
+
+SHADDR_API int shaddr_barrier(shaddr_comm_t *comm);
+
+/* @bytes must be equal on every rank. */
+SHADDR_API int shaddr_bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root);
+
+/**
+ * shaddr_bcast_ready_fn - root side of a segmented Bcast: return once
+ * [offset, offset + bytes) of the root's buffer holds its final data (for example, once that
+ * segment arrived from another node). 0, or a negative errno to abort the Bcast.
+ */
+typedef int (*shaddr_bcast_ready_fn)(size_t offset, size_t bytes, void *ctx);
+
+/**
+ * shaddr_bcast_segmented() - Bcast whose root data arrives piece by piece
+ * @segment: piece size (> 0); the root calls @ready once per piece, in order, and the other
+ *           ranks copy piece k while piece k + 1 is still arriving (seed 000's message counter)
+ * @ready: called on the root only; may be NULL on the others
+ */
+SHADDR_API int shaddr_bcast_segmented(shaddr_comm_t *comm, void *buf, size_t bytes, int root,
+				      size_t segment, shaddr_bcast_ready_fn ready, void *ctx);
+
+/* @sendbuf may be SHADDR_IN_PLACE on the root (the root's input is then in @recvbuf).
+ * @recvbuf is used on the root only. */
+SHADDR_API int shaddr_reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf,
+			     size_t count, enum shaddr_dtype type, enum shaddr_op op, int root);
+
+/* Every rank gets a bitwise-identical result: operands are combined in rank order. */
+SHADDR_API int shaddr_allreduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf,
+				size_t count, enum shaddr_dtype type, enum shaddr_op op);
+
+/* Rank r's @bytes land at recvbuf + r * bytes on the root. In place: the root passes
+ * SHADDR_IN_PLACE and its own block is already in @recvbuf. */
+SHADDR_API int shaddr_gather(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+			     void *recvbuf, int root);
+/* As gather, rank r's @sendbytes land at recvbuf + displs[r]; @recvbytes[r] must equal rank r's
+ * @sendbytes. @recvbytes and @displs are read on the root only. */
+SHADDR_API int shaddr_gatherv(shaddr_comm_t *comm, const void *sendbuf, size_t sendbytes,
+			      void *recvbuf, const size_t *recvbytes, const size_t *displs,
+			      int root);
+
+/* Rank r receives sendbuf + r * bytes of the root. In place: the root passes SHADDR_IN_PLACE
+ * as @recvbuf and keeps its block where it is. */
+SHADDR_API int shaddr_scatter(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+			      void *recvbuf, int root);
+SHADDR_API int shaddr_scatterv(shaddr_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+			       const size_t *displs, void *recvbuf, size_t recvbytes, int root);
+
+/* Rank r's block lands at recvbuf + r * bytes everywhere. In place: SHADDR_IN_PLACE as
+ * @sendbuf, each rank's block already at its place in @recvbuf. */
+SHADDR_API int shaddr_allgather(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+				void *recvbuf);
+SHADDR_API int shaddr_allgatherv(shaddr_comm_t *comm, const void *sendbuf, size_t sendbytes,
+				 void *recvbuf, const size_t *recvbytes, const size_t *displs);
+
+/* Block sendbuf + p * bytes of rank r lands at recvbuf + r * bytes of rank p. In place
+ * (SHADDR_IN_PLACE as @sendbuf): the blocks are taken from and replaced in @recvbuf. */
+SHADDR_API int shaddr_alltoall(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+			       void *recvbuf);
+/* sendbytes[p] of rank r must equal recvbytes[r] of rank p. */
+SHADDR_API int shaddr_alltoallv(shaddr_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+				const size_t *sdispls, void *recvbuf, const size_t *recvbytes,
+				const size_t *rdispls);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHADDR_COLL_H */
