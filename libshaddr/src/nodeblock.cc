@@ -23,7 +23,7 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 size_t total_bytes(int n, const NodeBlockConfig &c) {
   const size_t fifo = round_up(Fifo::bytes_for(c.fifo_slots, c.fifo_payload), 128);
   return 128 + n * (sizeof(RankArea) + sizeof(MsgCounter)) + fifo * (1 + n) +
-         round_up(static_cast<size_t>(n) * c.reduce_slot_bytes, 128);
+         round_up(static_cast<size_t>(n) * 2 * c.reduce_slot_bytes, 128);
 }
 
 struct Share {

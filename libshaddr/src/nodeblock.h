@@ -21,10 +21,22 @@
 
 namespace shaddr {
 
+// Written by its rank only, read by all. A collective with sequence number s publishes its
+// exposures (addr/len) and then posted = s; stage = (s << 8) | k marks step k of a multi-step
+// collective; arrive = s and status[s & 1] close it (the closing barrier). Everything but the
+// slot-reduction fields is reused only after every rank has passed the closing barrier.
 struct alignas(128) RankArea {
-  std::atomic<uint64_t> seq;   // collective sequence number
-  std::atomic<uint64_t> flag;  // barrier / handshake flag
+  std::atomic<uint64_t> seq;     // last collective this rank started (diagnostics)
+  std::atomic<uint64_t> posted;  // exposures below belong to collective `posted`
+  std::atomic<uint64_t> stage;
+  std::atomic<uint64_t> arrive;  // closing barrier of collective `arrive` reached
+  std::atomic<int64_t> status[2];
+  uint64_t addr[4];
+  uint64_t len[4];
+  std::atomic<uint64_t> slot_posted;  // short reduction number j is in reduce_slot(rank, j & 1)
+  std::atomic<uint64_t> slot_read;    // this rank no longer reads slots of reductions <= j
 };
+static_assert(sizeof(RankArea) == 128);
 
 // {base address, bytes written} plus an atomic completion count (seed 000 §IV.C).
 struct alignas(128) MsgCounter {
@@ -36,7 +48,7 @@ struct alignas(128) MsgCounter {
 struct NodeBlockConfig {
   uint32_t fifo_slots = 64;
   uint32_t fifo_payload = 8192 - 64;  // a slot is 8 KiB
-  uint32_t reduce_slot_bytes = 256;   // seed 004 short reduction, per rank
+  uint32_t reduce_slot_bytes = 4096;  // seed 004 short reduction, per rank and parity
 };
 
 class NodeBlock {
@@ -55,7 +67,10 @@ class NodeBlock {
   MsgCounter &counter(int r) { return counters_[r]; }
   Fifo &bcast() { return *bcast_; }
   Fifo &p2p(int receiver) { return *p2p_[receiver]; }
-  void *reduce_slot(int r) { return reduce_ + static_cast<size_t>(r) * cfg_.reduce_slot_bytes; }
+  size_t reduce_slot_bytes() const { return cfg_.reduce_slot_bytes; }
+  void *reduce_slot(int r, unsigned parity = 0) {
+    return reduce_ + (static_cast<size_t>(r) * 2 + (parity & 1)) * cfg_.reduce_slot_bytes;
+  }
 
  private:
   NodeBlock() = default;

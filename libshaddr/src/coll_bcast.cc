@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+// Barrier and Bcast.
+//
+// Bcast has two algorithms:
+//  - FIFO (seed 000 §IV.B): the root pushes the message through the node's Bcast FIFO in
+//    slot-sized pieces, each read by the n-1 others. Two copies, but no closing barrier and no
+//    mapping: the choice for small messages, and for the shm backend at every size.
+//  - message counter (seed 000 §IV.C, §V.A): the root exposes its buffer and publishes
+//    {base, bytes ready}; every other rank copies straight from the root's buffer, chunk by
+//    chunk (seed 001's cache-sized segments) as the counter advances. One copy per reader. A
+//    segmented Bcast advances the counter as the root's data arrives (the multi-node leader).
+#include <cerrno>
+#include <cstring>
+
+#include "comm.h"
+#include "error.h"
+
+namespace shaddr {
+namespace {
+
+constexpr uint32_t kAbort = 0x80000000u;  // FIFO stream flag: the root's data source failed
+
+int fifo_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t segment,
+               shaddr_bcast_ready_fn ready, void *ctx) {
+  Fifo &fifo = c.block().bcast();
+  const uint32_t stream = static_cast<uint32_t>(s) & ~kAbort;
+  const size_t piece = fifo.payload_max();
+  const uint32_t readers = static_cast<uint32_t>(c.size() - 1);
+  if (c.rank() == root) {
+    size_t ready_to = 0;
+    for (size_t off = 0; off < bytes; off += piece) {
+      const size_t n = bytes - off < piece ? bytes - off : piece;
+      while (ready && ready_to < off + n) {
+        const size_t seg = bytes - ready_to < segment ? bytes - ready_to : segment;
+        if (int err = ready(ready_to, seg, ctx)) {
+          fifo.push(root, stream | kAbort, nullptr, 0, readers, &c.bcast_cursor());
+          return fail(err, "shaddr_bcast: the root's data source failed");
+        }
+        ready_to += seg;
+      }
+      fifo.push(root, stream, buf + off, static_cast<uint32_t>(n), readers, &c.bcast_cursor());
+    }
+    return 0;
+  }
+  for (size_t off = 0; off < bytes; off += piece) {
+    const size_t n = bytes - off < piece ? bytes - off : piece;
+    Fifo::Message m{};
+    int err = fifo.pop(&c.bcast_cursor(), buf + off, static_cast<uint32_t>(n), &m);
+    if (!err && m.stream == (stream | kAbort))
+      return fail(-ECANCELED, "shaddr_bcast: the root's data source failed");
+    if (!err && (m.stream != stream || m.writer != root || m.bytes != n)) err = -EPROTO;
+    if (err)
+      return fail(err, "shaddr_bcast: FIFO message out of step (collectives called in a "
+                       "different order or with different sizes on different ranks?)");
+  }
+  return 0;
+}
+
+int counter_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t segment,
+                  shaddr_bcast_ready_fn ready, void *ctx) {
+  MsgCounter &ctr = c.block().counter(root);
+  int err = 0;
+  if (c.rank() == root) {
+    ctr.base.store(0, std::memory_order_relaxed);  // 1 = the data source failed
+    ctr.bytes.store(ready ? 0 : bytes, std::memory_order_relaxed);
+    const void *bufs[1] = {buf};
+    err = c.post(s, bufs, &bytes, 1);
+    for (size_t off = 0; ready && !err && off < bytes; off += segment) {
+      const size_t n = bytes - off < segment ? bytes - off : segment;
+      if ((err = ready(off, n, ctx))) break;
+      ctr.bytes.store(off + n, std::memory_order_release);
+    }
+    if (err) {
+      ctr.base.store(1, std::memory_order_relaxed);
+      ctr.bytes.store(bytes, std::memory_order_release);
+    }
+    return c.finish(s, err);
+  }
+  err = c.wait_posted(root, s);
+  const uint64_t addr = c.remote_addr(root, 0);
+  if (!err && c.remote_len(root, 0) != bytes) err = -EMSGSIZE;
+  size_t got = 0;
+  while (!err && got < bytes) {
+    size_t avail = ctr.bytes.load(std::memory_order_acquire);
+    if (avail <= got) {
+      err = c.wait_until(root, [&] {
+        return (avail = ctr.bytes.load(std::memory_order_acquire)) > got;
+      });
+      if (err) break;
+    }
+    if (ctr.base.load(std::memory_order_relaxed)) {
+      err = -ECANCELED;
+      break;
+    }
+    err = c.copy_from(root, addr + got, buf + got, avail - got);
+    got = avail;
+  }
+  if (!err) ctr.done.fetch_add(1, std::memory_order_relaxed);
+  return c.finish(s, err);
+}
+
+int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment,
+          shaddr_bcast_ready_fn ready, void *ctx) {
+  clear_error();
+  if (int err = check_comm(comm)) return err;
+  Comm &c = *from_handle(comm);
+  if (int err = check_root(c, root)) return err;
+  if (int err = check_buf(buf, bytes, "Bcast buffer")) return err;
+  if (c.rank() != root) ready = nullptr;
+  c.stats().calls[SHADDR_COLL_BCAST]++;
+  c.stats().bytes[SHADDR_COLL_BCAST] += bytes;
+  if (segment == 0 || segment > bytes) segment = bytes ? bytes : 1;
+  if (c.size() == 1 || bytes == 0) {
+    for (size_t off = 0; ready && off < bytes; off += segment)
+      if (int err = ready(off, bytes - off < segment ? bytes - off : segment, ctx))
+        return fail(err, "shaddr_bcast: the root's data source failed");
+    return 0;
+  }
+  const uint64_t s = c.begin();
+  int err;
+  if (c.backend().stages() || bytes <= c.tuning().bcast_fifo_max) {
+    c.stats().fifo_calls++;
+    err = fifo_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
+  } else {
+    err = counter_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
+    if (err) fail(err, "shaddr_bcast");
+  }
+  return err;
+}
+
+}  // namespace
+}  // namespace shaddr
+
+using shaddr::Comm;
+
+extern "C" {
+
+SHADDR_API int shaddr_barrier(shaddr_comm_t *comm) {
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  Comm &c = *shaddr::from_handle(comm);
+  c.stats().calls[SHADDR_COLL_BARRIER]++;
+  if (c.size() == 1) return 0;
+  const uint64_t s = c.begin();
+  if (int err = c.finish(s, 0)) return shaddr::fail(err, "shaddr_barrier");
+  return 0;
+}
+
+SHADDR_API int shaddr_bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root) {
+  return shaddr::bcast(comm, buf, bytes, root, 0, nullptr, nullptr);
+}
+
+SHADDR_API int shaddr_bcast_segmented(shaddr_comm_t *comm, void *buf, size_t bytes, int root,
+                                      size_t segment, shaddr_bcast_ready_fn ready, void *ctx) {
+  shaddr::clear_error();
+  if (!segment) return shaddr::fail(-EINVAL, "shaddr_bcast_segmented: segment 0");
+  if (comm && shaddr::from_handle(comm)->rank() == root && !ready)
+    return shaddr::fail(-EINVAL, "shaddr_bcast_segmented: the root needs a ready callback");
+  return shaddr::bcast(comm, buf, bytes, root, segment, ready, ctx);
+}
+
+}  // extern "C"

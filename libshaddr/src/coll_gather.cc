@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: MIT
+// Gather(v), Scatter(v), Allgather(v), Alltoall(v): every rank exposes what others need and
+// pulls what it needs straight from the owner's buffer (one copy), visiting peers in a
+// staggered order (rank r starts at r + 1) so that not everyone reads the same peer at once.
+// Where a reader needs the owner's displacements (Scatterv, Alltoallv), the owner exposes its
+// arrays too and the reader fetches its own entry. Everything ends with the closing barrier.
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "comm.h"
+#include "error.h"
+
+namespace shaddr {
+namespace {
+
+bool in_place(const void *p) { return p == SHADDR_IN_PLACE; }
+
+// Bytes from the start of a v-buffer to the end of its last non-empty block; -EOVERFLOW.
+int span(const size_t *counts, const size_t *displs, int n, size_t *out) {
+  size_t end = 0;
+  for (int i = 0; i < n; i++) {
+    size_t e;
+    if (!counts[i]) continue;
+    if (__builtin_add_overflow(displs[i], counts[i], &e)) return -EOVERFLOW;
+    if (e > end) end = e;
+  }
+  *out = end;
+  return 0;
+}
+
+// A uniform layout as counts/displacements: block i at i * bytes.
+struct Uniform {
+  std::vector<size_t> counts, displs;
+  int make(int n, size_t bytes) {
+    counts.assign(n, bytes);
+    displs.resize(n);
+    for (int i = 0; i < n; i++)
+      if (__builtin_mul_overflow(static_cast<size_t>(i), bytes, &displs[i])) return -EOVERFLOW;
+    return 0;
+  }
+};
+
+int size_mismatch(int peer, size_t theirs, size_t mine) {
+  return fail(-EMSGSIZE, "rank " + std::to_string(peer) + " sends " + std::to_string(theirs) +
+                             " bytes where " + std::to_string(mine) + " are expected");
+}
+
+Comm *enter(shaddr_comm_t *comm, shaddr_coll which, int *err) {
+  clear_error();
+  *err = check_comm(comm);
+  if (*err) return nullptr;
+  Comm *c = from_handle(comm);
+  c->stats().calls[which]++;
+  return c;
+}
+
+// Reads peer's exposure `i`'s size_t entry `index` (its displacement or count arrays).
+int fetch_entry(Comm &c, int peer, int i, int index, size_t *out) {
+  return c.copy_from(peer, c.remote_addr(peer, i) + sizeof(size_t) * index, out, sizeof(size_t));
+}
+
+int gatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
+            const size_t *recvbytes, const size_t *displs, int root) {
+  const int me = c.rank(), n = c.size();
+  const bool inplace = me == root && in_place(sendbuf);
+  if (!inplace)
+    if (int err = check_buf(sendbuf, sendbytes, "send buffer")) return err;
+  size_t total = 0;
+  if (me == root) {
+    if (!recvbytes || !displs) return fail(-EINVAL, "NULL counts or displacements at the root");
+    if (int err = span(recvbytes, displs, n, &total)) return fail(err, "displacements overflow");
+    if (int err = check_buf(recvbuf, total, "receive buffer")) return err;
+  }
+  char *out = static_cast<char *>(recvbuf);
+  const uint64_t s = c.begin();
+  const void *bufs[1] = {inplace ? nullptr : sendbuf};
+  const size_t lens[1] = {inplace || me == root ? 0 : sendbytes};
+  int err = c.post(s, bufs, lens, 1);
+  if (me == root) {
+    c.stats().bytes[SHADDR_COLL_GATHER] += total;
+    if (!inplace) {
+      if (sendbytes != recvbytes[me]) err = size_mismatch(me, sendbytes, recvbytes[me]);
+      else if (sendbytes) std::memcpy(out + displs[me], sendbuf, sendbytes);
+    }
+    for (int i = 1; i < n && !err; i++) {
+      const int q = (root + i) % n;
+      if ((err = c.wait_posted(q, s))) break;
+      if (c.remote_len(q, 0) != recvbytes[q])
+        err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
+      else err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
+    }
+  } else {
+    c.stats().bytes[SHADDR_COLL_GATHER] += sendbytes;
+  }
+  return c.finish(s, err);
+}
+
+int scatterv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_t *displs,
+             void *recvbuf, size_t recvbytes, int root, bool uniform) {
+  const int me = c.rank(), n = c.size();
+  const bool inplace = me == root && recvbuf == SHADDR_IN_PLACE;
+  if (!inplace)
+    if (int err = check_buf(recvbuf, recvbytes, "receive buffer")) return err;
+  size_t total = 0;
+  if (me == root) {
+    if (!sendbytes || !displs) return fail(-EINVAL, "NULL counts or displacements at the root");
+    if (int err = span(sendbytes, displs, n, &total)) return fail(err, "displacements overflow");
+    if (int err = check_buf(sendbuf, total, "send buffer")) return err;
+  }
+  const uint64_t s = c.begin();
+  int err = 0;
+  if (me == root) {
+    const void *bufs[3] = {sendbuf, displs, sendbytes};
+    const size_t lens[3] = {total, uniform ? 0 : n * sizeof(size_t), uniform ? 0 : n * sizeof(size_t)};
+    err = c.post(s, bufs, lens, 3);
+    c.stats().bytes[SHADDR_COLL_SCATTER] += total;
+    if (!err && !inplace) {
+      if (sendbytes[me] != recvbytes) err = size_mismatch(me, sendbytes[me], recvbytes);
+      else if (recvbytes) std::memcpy(recvbuf, static_cast<const char *>(sendbuf) + displs[me], recvbytes);
+    }
+  } else {
+    c.stats().bytes[SHADDR_COLL_SCATTER] += recvbytes;
+    err = c.wait_posted(root, s);
+    size_t displ = recvbytes * me, count = recvbytes;
+    if (!err && !uniform) err = fetch_entry(c, root, 1, me, &displ);
+    if (!err && !uniform) err = fetch_entry(c, root, 2, me, &count);
+    if (!err && count != recvbytes) err = size_mismatch(root, count, recvbytes);
+    if (!err) err = c.copy_from(root, c.remote_addr(root, 0) + displ, recvbuf, count);
+  }
+  return c.finish(s, err);
+}
+
+int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
+               const size_t *recvbytes, const size_t *displs) {
+  const int me = c.rank(), n = c.size();
+  if (!recvbytes || !displs) return fail(-EINVAL, "NULL counts or displacements");
+  size_t total;
+  if (int err = span(recvbytes, displs, n, &total)) return fail(err, "displacements overflow");
+  if (int err = check_buf(recvbuf, total, "receive buffer")) return err;
+  const bool inplace = in_place(sendbuf);
+  if (!inplace)
+    if (int err = check_buf(sendbuf, sendbytes, "send buffer")) return err;
+  char *out = static_cast<char *>(recvbuf);
+  const void *mine = inplace ? out + displs[me] : sendbuf;
+  const size_t mylen = inplace ? recvbytes[me] : sendbytes;
+  c.stats().bytes[SHADDR_COLL_ALLGATHER] += total;
+  const uint64_t s = c.begin();
+  int err = c.post(s, &mine, &mylen, 1);
+  if (!err && !inplace) {
+    if (sendbytes != recvbytes[me]) err = size_mismatch(me, sendbytes, recvbytes[me]);
+    else if (sendbytes) std::memcpy(out + displs[me], sendbuf, sendbytes);
+  }
+  for (int i = 1; i < n && !err; i++) {
+    const int q = (me + i) % n;
+    if ((err = c.wait_posted(q, s))) break;
+    if (c.remote_len(q, 0) != recvbytes[q])
+      err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
+    else err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
+  }
+  return c.finish(s, err);
+}
+
+int alltoallv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_t *sdispls,
+              void *recvbuf, const size_t *recvbytes, const size_t *rdispls, bool uniform) {
+  const int me = c.rank(), n = c.size();
+  const bool inplace = in_place(sendbuf);
+  if (!recvbytes || !rdispls) return fail(-EINVAL, "NULL receive counts or displacements");
+  if (inplace) {
+    sendbytes = recvbytes;
+    sdispls = rdispls;
+  } else if (!sendbytes || !sdispls) {
+    return fail(-EINVAL, "NULL send counts or displacements");
+  }
+  size_t rtotal, stotal;
+  if (int err = span(recvbytes, rdispls, n, &rtotal)) return fail(err, "displacements overflow");
+  if (int err = span(sendbytes, sdispls, n, &stotal)) return fail(err, "displacements overflow");
+  if (int err = check_buf(recvbuf, rtotal, "receive buffer")) return err;
+  if (!inplace)
+    if (int err = check_buf(sendbuf, stotal, "send buffer")) return err;
+  char *out = static_cast<char *>(recvbuf);
+  // In place, the blocks peers read are overwritten here: expose a copy instead.
+  const char *src = static_cast<const char *>(sendbuf);
+  if (inplace) {
+    char *copy = static_cast<char *>(c.scratch(0, stotal));
+    if (stotal) std::memcpy(copy, recvbuf, stotal);
+    src = copy;
+  }
+  c.stats().bytes[SHADDR_COLL_ALLTOALL] += rtotal;
+  const uint64_t s = c.begin();
+  const void *bufs[3] = {src, sdispls, sendbytes};
+  const size_t lens[3] = {stotal, uniform ? 0 : n * sizeof(size_t), uniform ? 0 : n * sizeof(size_t)};
+  int err = c.post(s, bufs, lens, 3);
+  if (!err) {
+    if (sendbytes[me] != recvbytes[me]) err = size_mismatch(me, sendbytes[me], recvbytes[me]);
+    else if (recvbytes[me]) std::memcpy(out + rdispls[me], src + sdispls[me], recvbytes[me]);
+  }
+  for (int i = 1; i < n && !err; i++) {
+    const int q = (me + i) % n;
+    if ((err = c.wait_posted(q, s))) break;
+    size_t displ = sdispls[me], count = recvbytes[q];  // uniform: same layout on every rank
+    if (!uniform && (err = fetch_entry(c, q, 1, me, &displ))) break;
+    if (!uniform && (err = fetch_entry(c, q, 2, me, &count))) break;
+    if (count != recvbytes[q]) err = size_mismatch(q, count, recvbytes[q]);
+    else err = c.copy_from(q, c.remote_addr(q, 0) + displ, out + rdispls[q], count);
+  }
+  return c.finish(s, err);
+}
+
+int done(int err, const char *name) { return err ? fail(err, name) : 0; }
+
+}  // namespace
+}  // namespace shaddr
+
+using shaddr::Comm;
+using shaddr::done;
+using shaddr::enter;
+
+extern "C" {
+
+SHADDR_API int shaddr_gather(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+                             void *recvbuf, int root) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_GATHER, &err);
+  if (!c) return err;
+  if ((err = shaddr::check_root(*c, root))) return err;
+  if (bytes == 0) return 0;
+  shaddr::Uniform u;
+  if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_gather: size");
+  return done(shaddr::gatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data(), root),
+              "shaddr_gather");
+}
+
+SHADDR_API int shaddr_gatherv(shaddr_comm_t *comm, const void *sendbuf, size_t sendbytes,
+                              void *recvbuf, const size_t *recvbytes, const size_t *displs,
+                              int root) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_GATHER, &err);
+  if (!c) return err;
+  if ((err = shaddr::check_root(*c, root))) return err;
+  return done(shaddr::gatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs, root),
+              "shaddr_gatherv");
+}
+
+SHADDR_API int shaddr_scatter(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+                              void *recvbuf, int root) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_SCATTER, &err);
+  if (!c) return err;
+  if ((err = shaddr::check_root(*c, root))) return err;
+  if (bytes == 0) return 0;
+  shaddr::Uniform u;
+  if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_scatter: size");
+  return done(shaddr::scatterv(*c, sendbuf, u.counts.data(), u.displs.data(), recvbuf, bytes,
+                               root, true),
+              "shaddr_scatter");
+}
+
+SHADDR_API int shaddr_scatterv(shaddr_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+                               const size_t *displs, void *recvbuf, size_t recvbytes, int root) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_SCATTER, &err);
+  if (!c) return err;
+  if ((err = shaddr::check_root(*c, root))) return err;
+  return done(shaddr::scatterv(*c, sendbuf, sendbytes, displs, recvbuf, recvbytes, root, false),
+              "shaddr_scatterv");
+}
+
+SHADDR_API int shaddr_allgather(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+                                void *recvbuf) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_ALLGATHER, &err);
+  if (!c) return err;
+  if (bytes == 0) return 0;
+  shaddr::Uniform u;
+  if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_allgather: size");
+  return done(shaddr::allgatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data()),
+              "shaddr_allgather");
+}
+
+SHADDR_API int shaddr_allgatherv(shaddr_comm_t *comm, const void *sendbuf, size_t sendbytes,
+                                 void *recvbuf, const size_t *recvbytes, const size_t *displs) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_ALLGATHER, &err);
+  if (!c) return err;
+  return done(shaddr::allgatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs),
+              "shaddr_allgatherv");
+}
+
+SHADDR_API int shaddr_alltoall(shaddr_comm_t *comm, const void *sendbuf, size_t bytes,
+                               void *recvbuf) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_ALLTOALL, &err);
+  if (!c) return err;
+  if (bytes == 0) return 0;
+  shaddr::Uniform u;
+  if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_alltoall: size");
+  return done(shaddr::alltoallv(*c, sendbuf, u.counts.data(), u.displs.data(), recvbuf,
+                                u.counts.data(), u.displs.data(), true),
+              "shaddr_alltoall");
+}
+
+SHADDR_API int shaddr_alltoallv(shaddr_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+                                const size_t *sdispls, void *recvbuf, const size_t *recvbytes,
+                                const size_t *rdispls) {
+  int err;
+  Comm *c = enter(comm, SHADDR_COLL_ALLTOALL, &err);
+  if (!c) return err;
+  return done(shaddr::alltoallv(*c, sendbuf, sendbytes, sdispls, recvbuf, recvbytes, rdispls,
+                                false),
+              "shaddr_alltoallv");
+}
+
+}  // extern "C"

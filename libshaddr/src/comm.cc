@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+// Node communicators: creation (backend + control block), the post/wait/finish protocol of
+// comm.h, tuning from the machine's caches, and the C entry points that are not collectives.
+#include "comm.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+#include "error.h"
+
+namespace shaddr {
+namespace {
+
+// Cache size of `level` (1, 2, 3; data or unified) of cpu0 from sysfs, 0 if unknown.
+size_t cache_size(int level) {
+  for (int i = 0; i < 8; i++) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+    std::ifstream lv(dir + "/level"), ty(dir + "/type"), sz(dir + "/size");
+    int l = 0;
+    std::string type, size;
+    if (!(lv >> l) || !(ty >> type) || !(sz >> size)) continue;
+    if (l != level || type == "Instruction") continue;
+    size_t v = std::strtoull(size.c_str(), nullptr, 10);
+    if (size.back() == 'K') v <<= 10;
+    if (size.back() == 'M') v <<= 20;
+    return v;
+  }
+  return 0;
+}
+
+size_t env_size(const char *name, size_t dflt) {
+  const char *v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char *end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 0);
+  if (end && (*end == 'k' || *end == 'K')) n <<= 10;
+  if (end && (*end == 'm' || *end == 'M')) n <<= 20;
+  return n;
+}
+
+bool verbose() {
+  const char *v = std::getenv("SHADDR_VERBOSE");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+
+Tuning Tuning::from_env() {
+  Tuning t{};
+  t.l1 = cache_size(1);
+  t.l2 = cache_size(2);
+  t.l3 = cache_size(3);
+  // Seed 001: pipeline segments that fit the cache the copy streams through. Readers copy the
+  // source once, so a segment of half the L2 keeps source and destination lines resident.
+  const size_t l2 = t.l2 ? t.l2 : (512u << 10);
+  const size_t l1 = t.l1 ? t.l1 : (32u << 10);
+  t.chunk = env_size("SHADDR_CHUNK", l2 / 2);
+  t.reduce_unit = env_size("SHADDR_REDUCE_UNIT", l1 / 2);
+  t.bcast_fifo_max = env_size("SHADDR_BCAST_FIFO_MAX", 16u << 10);
+  t.slot_reduce_max = env_size("SHADDR_SLOT_REDUCE_MAX", 4096);
+  if (t.chunk < 4096) t.chunk = 4096;
+  if (t.reduce_unit < 256) t.reduce_unit = 256;
+  return t;
+}
+
+int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::string *why) {
+  std::unique_ptr<Comm> c(new (std::nothrow) Comm);
+  if (!c) return -ENOMEM;
+  c->rank_ = host.rank;
+  c->size_ = host.size;
+  c->tuning_ = Tuning::from_env();
+  if (c->tuning_.slot_reduce_max > 4096) c->tuning_.slot_reduce_max = 4096;
+  if (int err = select_backend(host, &c->backend_, &c->reason_)) {
+    *why = c->reason_;
+    return err;
+  }
+  NodeBlockConfig cfg;
+  if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
+  c->pids_.resize(host.size);
+  const pid_t me = getpid();
+  if (int err = host.allgather(&me, c->pids_.data(), sizeof(pid_t), host.ctx)) {
+    *why = "allgather of process ids failed";
+    return err;
+  }
+  if (verbose() && host.rank == 0)
+    std::fprintf(stderr,
+                 "shaddr: node communicator of %d ranks: backend %s; control block %s; "
+                 "chunk %zu B, reduce unit %zu B, Bcast FIFO up to %zu B, slot reduction up to "
+                 "%zu B\n",
+                 host.size, c->reason_.c_str(), c->block_->how(), c->tuning_.chunk,
+                 c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_reduce_max);
+  *out = std::move(c);
+  return 0;
+}
+
+Comm::~Comm() = default;
+
+bool Comm::peer_alive(int peer) {
+  if (peer < 0 || peer >= size_) return true;
+  return !(kill(pids_[peer], 0) && errno == ESRCH);
+}
+
+uint64_t Comm::begin() {
+  const uint64_t s = ++seq_;
+  block_->area(rank_).seq.store(s, std::memory_order_relaxed);
+  return s;
+}
+
+int Comm::post(uint64_t s, const void *const *bufs, const size_t *lens, int n) {
+  RankArea &a = block_->area(rank_);
+  int err = 0;
+  for (int i = 0; i < n; i++) {
+    uintptr_t remote = 0;
+    if (!err && lens[i]) err = backend_->expose(bufs[i], lens[i], &remote);
+    a.addr[i] = remote;
+    a.len[i] = lens[i];
+  }
+  a.posted.store(s, std::memory_order_release);
+  return err;
+}
+
+int Comm::expose_at(int i, const void *buf, size_t len) {
+  RankArea &a = block_->area(rank_);
+  uintptr_t remote = 0;
+  int err = len ? backend_->expose(buf, len, &remote) : 0;
+  a.addr[i] = remote;
+  a.len[i] = len;
+  return err;
+}
+
+void Comm::post_stage(uint64_t s, unsigned k) {
+  block_->area(rank_).stage.store(s << 8 | k, std::memory_order_release);
+}
+
+int Comm::wait_posted(int peer, uint64_t s) {
+  const RankArea &a = block_->area(peer);
+  return wait_until(peer, [&] { return a.posted.load(std::memory_order_acquire) >= s; });
+}
+
+int Comm::wait_stage(int peer, uint64_t s, unsigned k) {
+  const RankArea &a = block_->area(peer);
+  const uint64_t want = s << 8 | k;
+  return wait_until(peer, [&] { return a.stage.load(std::memory_order_acquire) >= want; });
+}
+
+int Comm::finish(uint64_t s, int status) {
+  RankArea &mine = block_->area(rank_);
+  mine.status[s & 1].store(status, std::memory_order_relaxed);
+  mine.arrive.store(s, std::memory_order_release);
+  int result = 0;
+  for (int r = 0; r < size_; r++) {
+    const RankArea &a = block_->area(r);
+    if (int err = wait_until(r, [&] { return a.arrive.load(std::memory_order_acquire) >= s; }))
+      return err;
+    // status[s & 1] of rank r is rewritten only at its closing barrier of s + 2, which needs
+    // this rank's arrival at s + 1: it is stable here.
+    const int st = static_cast<int>(a.status[s & 1].load(std::memory_order_relaxed));
+    if (!result && st) result = st;
+  }
+  backend_->end_exposures();
+  if (result) stats_.failures++;
+  return result;
+}
+
+int Comm::copy_from(int peer, uint64_t addr, void *dst, size_t len) {
+  char *d = static_cast<char *>(dst);
+  for (size_t off = 0; off < len; off += tuning_.chunk) {
+    const size_t n = len - off < tuning_.chunk ? len - off : tuning_.chunk;
+    if (int err = backend_->read(peer, addr + off, d + off, n)) return err;
+  }
+  return 0;
+}
+
+void *Comm::scratch(int which, size_t bytes) {
+  std::vector<char> &v = scratch_[which & 1];
+  if (v.size() < bytes) v.resize(bytes);
+  return v.data();
+}
+
+int check_comm(const shaddr_comm_t *c) {
+  return c ? 0 : fail(-EINVAL, "NULL communicator");
+}
+
+int check_root(const Comm &c, int root) {
+  if (root < 0 || root >= c.size())
+    return fail(-EINVAL, "root " + std::to_string(root) + " is not a rank of this " +
+                             std::to_string(c.size()) + "-rank communicator");
+  return 0;
+}
+
+int check_buf(const void *buf, size_t bytes, const char *what) {
+  if (!buf && bytes) return fail(-EFAULT, std::string("NULL ") + what);
+  return 0;
+}
+
+}  // namespace shaddr
+
+using shaddr::Comm;
+using shaddr::fail;
+
+extern "C" {
+
+SHADDR_API int shaddr_comm_create(const struct shaddr_host *host, shaddr_comm_t **out) {
+  shaddr::clear_error();
+  if (!host || !out) return fail(-EINVAL, "shaddr_comm_create: NULL argument");
+  if (!host->allgather || !host->barrier)
+    return fail(-EINVAL, "shaddr_comm_create: host callbacks missing");
+  if (host->size < 1 || host->rank < 0 || host->rank >= host->size)
+    return fail(-EINVAL, "shaddr_comm_create: rank " + std::to_string(host->rank) +
+                             " of size " + std::to_string(host->size));
+  std::unique_ptr<Comm> c;
+  std::string why;
+  if (int err = Comm::create(*host, &c, &why)) return fail(err, "shaddr_comm_create: " + why);
+  *out = reinterpret_cast<shaddr_comm_t *>(c.release());
+  return 0;
+}
+
+SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm) {
+  shaddr::clear_error();
+  if (!comm) return 0;
+  Comm *c = shaddr::from_handle(comm);
+  // A last closing barrier: no peer may still be reading this rank's memory or control block
+  // when the mappings go away.
+  const uint64_t s = c->begin();
+  int err = c->finish(s, 0);
+  delete c;
+  return err ? fail(err, "shaddr_comm_free: a peer died") : 0;
+}
+
+SHADDR_API int shaddr_comm_rank(const shaddr_comm_t *comm) {
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  return shaddr::from_handle(comm)->rank();
+}
+
+SHADDR_API int shaddr_comm_size(const shaddr_comm_t *comm) {
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  return shaddr::from_handle(comm)->size();
+}
+
+SHADDR_API const char *shaddr_comm_backend(const shaddr_comm_t *comm) {
+  if (!comm) return "";
+  return const_cast<Comm *>(shaddr::from_handle(comm))->backend().name();
+}
+
+SHADDR_API int shaddr_comm_get_stats(const shaddr_comm_t *comm, struct shaddr_comm_stats *st) {
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  if (!st) return fail(-EINVAL, "shaddr_comm_get_stats: NULL stats");
+  Comm *c = const_cast<Comm *>(shaddr::from_handle(comm));
+  *st = c->stats();
+  std::vector<const shaddr::RegCacheStats *> seen;  // a backend may share one cache
+  for (int p = 0; p < c->size(); p++) {
+    const shaddr::RegCacheStats *cs = c->backend().cache_stats(p);
+    if (!cs || std::find(seen.begin(), seen.end(), cs) != seen.end()) continue;
+    seen.push_back(cs);
+    st->cache_hits += cs->hits;
+    st->cache_misses += cs->misses;
+    st->cache_evictions += cs->evictions;
+    st->cache_refusals += cs->refusals;
+    st->bytes_mapped += cs->bytes_mapped;
+  }
+  return 0;
+}
+
+}  // extern "C"

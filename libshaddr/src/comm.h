@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+// A node communicator: the backend, the node control block, the tuning, and the small
+// synchronisation vocabulary every collective is written in.
+//
+// The path of one collective (say shaddr_bcast, coll_bcast.cc):
+//   begin()            next sequence number s, identical on every rank
+//   expose() + post()  the owner publishes where peers find its data (RankArea addr/len, posted)
+//   wait_posted()      a reader waits for the owner's post of s, then
+//   copy_from() ...    copies/reduces straight from the owner's memory through the backend
+//   finish(status)     closing barrier: nobody reads anyone's buffers after it; every rank
+//                      returns the same status (the first failure in rank order)
+// Small messages avoid the closing barrier: the Bcast FIFO and the seed-004 reduction slots
+// carry their own flow control.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "nodeblock.h"
+#include "shaddr/coll.h"
+
+namespace shaddr {
+
+// Sizes that decide algorithms. Defaults from the machine's caches (tuning.cc); every one can be
+// set with a SHADDR_* variable (README's settings table).
+struct Tuning {
+  size_t bcast_fifo_max;   // SHADDR_BCAST_FIFO_MAX: Bcast at most this big goes through the FIFO
+  size_t chunk;            // SHADDR_CHUNK: copy unit of pipelined transfers (seed 001 segment)
+  size_t reduce_unit;      // SHADDR_REDUCE_UNIT: bytes reduced per pipeline step
+  size_t slot_reduce_max;  // SHADDR_SLOT_REDUCE_MAX: reductions at most this big use the slots
+  size_t l1, l2, l3;       // cache sizes found (0 if unknown)
+  static Tuning from_env();
+};
+
+class Comm {
+ public:
+  static int create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::string *why);
+  ~Comm();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Backend &backend() { return *backend_; }
+  NodeBlock &block() { return *block_; }
+  const Tuning &tuning() const { return tuning_; }
+  shaddr_comm_stats &stats() { return stats_; }
+  const char *backend_reason() const { return reason_.c_str(); }
+
+  // --- the protocol (see the file comment) ---
+  uint64_t begin();  // returns s
+  // Publish up to four exposures for collective s: addr[i]/len[i]. Returns 0 or the expose()
+  // error (the post is made anyway, so that readers do not wait forever).
+  int post(uint64_t s, const void *const *bufs, const size_t *lens, int n);
+  // Expose one more buffer as exposure i (made visible by the next post_stage()).
+  int expose_at(int i, const void *buf, size_t len);
+  void post_stage(uint64_t s, unsigned k);
+  // Wait for peer's post/stage of s. 0, or -EOWNERDEAD if the peer process died.
+  int wait_posted(int peer, uint64_t s);
+  int wait_stage(int peer, uint64_t s, unsigned k);
+  uint64_t remote_addr(int peer, int i) const { return block_->area(peer).addr[i]; }
+  uint64_t remote_len(int peer, int i) const { return block_->area(peer).len[i]; }
+  int finish(uint64_t s, int status);  // closing barrier; returns the node-wide status
+
+  // Copy len bytes at peer's (exposed) address into dst, in tuning().chunk pieces.
+  int copy_from(int peer, uint64_t addr, void *dst, size_t len);
+  // Run fn(ptr, n) over [addr, addr + len) of peer in pieces of at most `piece` bytes: a
+  // pointer into a mapping where the backend maps, else into a bounce buffer.
+  template <typename Fn>
+  int visit(int peer, uint64_t addr, size_t len, size_t piece, Fn &&fn);
+
+  // Scratch memory owned by this rank, grow-only; index 0 and 1 are independent buffers.
+  void *scratch(int which, size_t bytes);
+
+  // Spin-then-yield wait with peer-death detection. pred() true ends the wait.
+  template <typename Pred>
+  int wait_until(int peer, Pred &&pred);
+
+  // Seed-004 short reductions: the number of the next one (identical on all ranks).
+  uint64_t next_slot_reduction() { return ++slot_seq_; }
+
+  Fifo::Cursor &bcast_cursor() { return bcast_cursor_; }
+
+ private:
+  Comm() = default;
+  bool peer_alive(int peer);
+  int rank_ = 0, size_ = 0;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<NodeBlock> block_;
+  std::vector<pid_t> pids_;
+  Tuning tuning_{};
+  shaddr_comm_stats stats_{};
+  std::string reason_;
+  uint64_t seq_ = 0;
+  uint64_t slot_seq_ = 0;
+  Fifo::Cursor bcast_cursor_;
+  std::vector<char> bounce_;
+  std::vector<char> scratch_[2];
+};
+
+void wait_backoff(unsigned *spins);
+
+template <typename Pred>
+int Comm::wait_until(int peer, Pred &&pred) {
+  unsigned spins = 0;
+  while (!pred()) {
+    wait_backoff(&spins);
+    // About every 4096 waits (well over a millisecond once yielding): is the peer still there?
+    if ((spins & 4095) == 4095 && !peer_alive(peer)) return -EOWNERDEAD;
+  }
+  return 0;
+}
+
+template <typename Fn>
+int Comm::visit(int peer, uint64_t addr, size_t len, size_t piece, Fn &&fn) {
+  if (peer == rank_ && !backend_->stages()) {
+    fn(reinterpret_cast<const void *>(addr), len);
+    return 0;
+  }
+  size_t off = 0;
+  while (off < len) {
+    const size_t n = len - off < piece ? len - off : piece;
+    RegCache::Ref ref;
+    int err = backend_->map(peer, addr + off, n, &ref);
+    if (!err) {
+      fn(static_cast<const void *>(ref.ptr), n);
+      backend_->unmap(peer, ref);
+    } else if (err == -ENOTSUP || err == -ENOSPC) {
+      if (bounce_.size() < n) bounce_.resize(n);
+      if ((err = backend_->read(peer, addr + off, bounce_.data(), n))) return err;
+      fn(static_cast<const void *>(bounce_.data()), n);
+    } else {
+      return err;
+    }
+    off += n;
+  }
+  return 0;
+}
+
+// The C handle is the Comm itself.
+inline Comm *from_handle(shaddr_comm_t *c) { return reinterpret_cast<Comm *>(c); }
+inline const Comm *from_handle(const shaddr_comm_t *c) {
+  return reinterpret_cast<const Comm *>(c);
+}
+
+// Common argument checks of the C entry points; each returns 0 or a negative errno and records
+// the reason.
+int check_comm(const shaddr_comm_t *c);
+int check_root(const Comm &c, int root);
+int check_buf(const void *buf, size_t bytes, const char *what);
+
+}  // namespace shaddr
