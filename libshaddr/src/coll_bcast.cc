@@ -9,6 +9,7 @@
 //    {base, bytes ready}; every other rank copies straight from the root's buffer, chunk by
 //    chunk (seed 001's cache-sized segments) as the counter advances. One copy per reader. A
 //    segmented Bcast advances the counter as the root's data arrives (the multi-node leader).
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -99,6 +100,49 @@ int counter_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t
   return c.finish(s, err);
 }
 
+// Multi-stream (seed 004's "colors"): the message is cut into C streams; the first reader of
+// stream k (its driver, rank root + 1 + k) copies it from the root and publishes its progress
+// in its own counter; everyone else copies stream k from the driver's buffer. The root's memory
+// is read C times instead of n - 1, and C ranks pull from it at once.
+int multistream_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, int streams) {
+  const int me = c.rank(), n = c.size();
+  MsgCounter &mine = c.block().counter(me);
+  mine.bytes.store(0, std::memory_order_relaxed);
+  const void *bufs[1] = {buf};
+  int err = c.post(s, bufs, &bytes, 1);
+  if (me == root) return c.finish(s, err);
+  auto lo = [&](int k) { return bytes * k / streams; };
+  const int my_stream = (me - root - 1 + n) % n;  // < streams if this rank drives one
+  if (!err) err = c.wait_posted(root, s);
+  if (!err && my_stream < streams) {
+    const uint64_t src = c.remote_addr(root, 0);
+    for (size_t off = lo(my_stream); off < lo(my_stream + 1) && !err; off += c.tuning().chunk) {
+      const size_t end = std::min(lo(my_stream + 1), off + c.tuning().chunk);
+      err = c.copy_from(root, src + off, buf + off, end - off);
+      mine.bytes.store(end - lo(my_stream), std::memory_order_release);
+    }
+  }
+  for (int i = 1; i <= streams && !err; i++) {
+    const int k = (my_stream + i) % streams;
+    if (k == my_stream) continue;
+    const int driver = (root + 1 + k) % n;
+    MsgCounter &theirs = c.block().counter(driver);
+    if ((err = c.wait_posted(driver, s))) break;
+    const uint64_t src = c.remote_addr(driver, 0);
+    size_t got = 0;
+    const size_t len = lo(k + 1) - lo(k);
+    while (got < len && !err) {
+      size_t avail = 0;
+      err = c.wait_until(driver, [&] {
+        return (avail = theirs.bytes.load(std::memory_order_acquire)) > got;
+      });
+      if (!err) err = c.copy_from(driver, src + lo(k) + got, buf + lo(k) + got, avail - got);
+      got = avail;
+    }
+  }
+  return c.finish(s, err);
+}
+
 int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment,
           shaddr_bcast_ready_fn ready, void *ctx) {
   clear_error();
@@ -121,6 +165,11 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
   if (c.backend().stages() || bytes <= c.tuning().bcast_fifo_max) {
     c.stats().fifo_calls++;
     err = fifo_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
+  } else if (!ready && c.size() > 2 && bytes >= c.tuning().bcast_streams_min &&
+             c.tuning().bcast_streams > 1) {
+    const int streams = std::min(c.size() - 1, c.tuning().bcast_streams);
+    err = multistream_bcast(c, s, static_cast<char *>(buf), bytes, root, streams);
+    if (err) fail(err, "shaddr_bcast");
   } else {
     err = counter_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
     if (err) fail(err, "shaddr_bcast");

@@ -36,9 +36,23 @@ size_t cache_size(int level) {
   return 0;
 }
 
+// SHADDR_TUNING_FILE: lines NAME=VALUE (as the variables below; # comments). The environment
+// wins over the file. Read once per communicator creation.
+std::string tuning_file_value(const char *name) {
+  const char *path = std::getenv("SHADDR_TUNING_FILE");
+  if (!path || !*path) return "";
+  std::ifstream in(path);
+  const std::string key = std::string(name) + "=";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) return line.substr(key.size());
+  return "";
+}
+
 size_t env_size(const char *name, size_t dflt) {
-  const char *v = std::getenv(name);
-  if (!v || !*v) return dflt;
+  const char *e = std::getenv(name);
+  const std::string from_file = e && *e ? "" : tuning_file_value(name);
+  const char *v = e && *e ? e : from_file.c_str();
+  if (!*v) return dflt;
   char *end = nullptr;
   unsigned long long n = std::strtoull(v, &end, 0);
   if (end && (*end == 'k' || *end == 'K')) n <<= 10;
@@ -66,6 +80,8 @@ Tuning Tuning::from_env() {
   t.reduce_unit = env_size("SHADDR_REDUCE_UNIT", l1 / 2);
   t.bcast_fifo_max = env_size("SHADDR_BCAST_FIFO_MAX", 16u << 10);
   t.slot_reduce_max = env_size("SHADDR_SLOT_REDUCE_MAX", 4096);
+  t.bcast_streams = static_cast<int>(env_size("SHADDR_BCAST_STREAMS", 4));
+  t.bcast_streams_min = env_size("SHADDR_BCAST_STREAMS_MIN", 8u << 20);
   if (t.chunk < 4096) t.chunk = 4096;
   if (t.reduce_unit < 256) t.reduce_unit = 256;
   return t;
@@ -105,7 +121,14 @@ Comm::~Comm() = default;
 
 bool Comm::peer_alive(int peer) {
   if (peer < 0 || peer >= size_) return true;
-  return !(kill(pids_[peer], 0) && errno == ESRCH);
+  if (kill(pids_[peer], 0) && errno == ESRCH) return false;
+  // A zombie (e.g. a forked test rank whose parent is another rank) is dead too.
+  std::ifstream stat("/proc/" + std::to_string(pids_[peer]) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  return line[paren + 2] != 'Z' && line[paren + 2] != 'X';
 }
 
 uint64_t Comm::begin() {
@@ -198,6 +221,8 @@ int check_root(const Comm &c, int root) {
 
 int check_buf(const void *buf, size_t bytes, const char *what) {
   if (!buf && bytes) return fail(-EFAULT, std::string("NULL ") + what);
+  if (bytes > kMaxBytes)
+    return fail(-EOVERFLOW, std::string(what) + " larger than any address space");
   return 0;
 }
 

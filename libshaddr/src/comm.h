@@ -35,6 +35,8 @@ struct Tuning {
   size_t chunk;            // SHADDR_CHUNK: copy unit of pipelined transfers (seed 001 segment)
   size_t reduce_unit;      // SHADDR_REDUCE_UNIT: bytes reduced per pipeline step
   size_t slot_reduce_max;  // SHADDR_SLOT_REDUCE_MAX: reductions at most this big use the slots
+  int bcast_streams;         // SHADDR_BCAST_STREAMS: streams of a multi-stream Bcast (1 = off)
+  size_t bcast_streams_min;  // SHADDR_BCAST_STREAMS_MIN: smallest Bcast cut into streams
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)
   static Tuning from_env();
 };
@@ -152,6 +154,8 @@ inline const Comm *from_handle(const shaddr_comm_t *c) {
 // the reason.
 int check_comm(const shaddr_comm_t *c);
 int check_root(const Comm &c, int root);
+// No buffer can be larger than the user address space (128 TiB on x86-64 with 4-level tables).
+constexpr size_t kMaxBytes = size_t(1) << 47;
 int check_buf(const void *buf, size_t bytes, const char *what);
 
 }  // namespace shaddr

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+// Reduce and Allreduce.
+//
+//  - slots (seed 004): vectors that fit a reduction slot are copied into the node control
+//    block; the root (Reduce) or every rank (Allreduce) combines the n slots in rank order.
+//    Slots are double-buffered by reduction number j; a rank writes slot j only once every rank
+//    has finished reading reduction j - 2, so no closing barrier is needed.
+//  - partitioned (seed 000 §V.C, MVAPICH2-X): the vector is cut into n slices; rank q reduces
+//    slice q reading every rank's send buffer directly, reduce_unit bytes at a time (so the
+//    accumulator stays in L1), then the slices are read by the root (Reduce) or by everyone
+//    (Allreduce) from the rank that computed them.
+// Both combine operands in rank order (x0 op x1 op ... op xn-1), each element computed by one
+// rank: every rank gets bitwise the same result, whatever the arrival order.
+#include <cerrno>
+#include <cstring>
+
+#include "comm.h"
+#include "error.h"
+#include "reduce_ops.h"
+
+namespace shaddr {
+namespace {
+
+struct Args {
+  const char *in;  // this rank's operand
+  char *out;       // where the result goes (root or Allreduce); nullptr elsewhere
+  size_t count, esize, bytes;
+  shaddr_dtype type;
+  shaddr_op op;
+  int root;  // -1: Allreduce
+};
+
+bool gets_result(const Comm &c, const Args &a) { return a.root < 0 || a.root == c.rank(); }
+
+int slot_reduce(Comm &c, const Args &a) {
+  NodeBlock &nb = c.block();
+  const uint64_t j = c.next_slot_reduction();
+  const int me = c.rank(), n = c.size();
+  int err = 0;
+  for (int r = 0; r < n && j > 2 && !err; r++) {
+    const RankArea &ar = nb.area(r);
+    err = c.wait_until(r, [&] { return ar.slot_read.load(std::memory_order_acquire) >= j - 2; });
+  }
+  if (err) return err;
+  std::memcpy(nb.reduce_slot(me, j & 1), a.in, a.bytes);
+  nb.area(me).slot_posted.store(j, std::memory_order_release);
+  if (gets_result(c, a)) {
+    for (int r = 0; r < n && !err; r++) {
+      const RankArea &ar = nb.area(r);
+      err = c.wait_until(r, [&] { return ar.slot_posted.load(std::memory_order_acquire) >= j; });
+    }
+    if (err) return err;
+    reduce_apply3(a.op, a.type, a.out, nb.reduce_slot(0, j & 1), nb.reduce_slot(1, j & 1),
+                  a.count);
+    for (int r = 2; r < n; r++) reduce_apply(a.op, a.type, a.out, nb.reduce_slot(r, j & 1), a.count);
+  }
+  nb.area(me).slot_read.store(j, std::memory_order_release);
+  return 0;
+}
+
+// Elements [lo, hi) of slice q.
+void slice(const Args &a, int n, int q, size_t *lo, size_t *hi) {
+  *lo = a.count * q / n;
+  *hi = a.count * (q + 1) / n;
+}
+
+int partitioned_reduce(Comm &c, const Args &a) {
+  const int me = c.rank(), n = c.size();
+  const uint64_t s = c.begin();
+  const void *bufs[1] = {a.in};
+  int err = c.post(s, bufs, &a.bytes, 1);
+
+  size_t lo, hi;
+  slice(a, n, me, &lo, &hi);
+  const size_t my_bytes = (hi - lo) * a.esize;
+  char *dst = gets_result(c, a) ? a.out + lo * a.esize : static_cast<char *>(c.scratch(0, my_bytes));
+
+  // Phase 1: reduce my slice, reading everyone's operand in rank order.
+  for (int q = 0; q < n && !err; q++) err = c.wait_posted(q, s);
+  const size_t unit_elems = c.tuning().reduce_unit / a.esize ? c.tuning().reduce_unit / a.esize : 1;
+  char *acc = static_cast<char *>(c.scratch(1, unit_elems * a.esize));
+  for (size_t e = lo; e < hi && !err; e += unit_elems) {
+    const size_t cnt = hi - e < unit_elems ? hi - e : unit_elems;
+    const size_t off = e * a.esize, len = cnt * a.esize;
+    for (int q = 0; q < n && !err; q++) {
+      auto combine = [&](const void *p, size_t piece_len) {
+        (void)piece_len;
+        if (q == 0) std::memcpy(acc, p, len);
+        else reduce_apply(a.op, a.type, acc, p, cnt);
+      };
+      if (q == me) combine(a.in + off, len);
+      else err = c.visit(q, c.remote_addr(q, 0) + off, len, len, combine);
+    }
+    if (!err) std::memcpy(dst + (e - lo) * a.esize, acc, len);
+  }
+
+  // Phase 2: the slices travel to the root, or to everyone.
+  if (int e2 = c.expose_at(1, dst, my_bytes); e2 && !err) err = e2;
+  c.post_stage(s, 1);
+  if (gets_result(c, a)) {
+    for (int i = 1; i < n && !err; i++) {
+      const int q = (me + i) % n;  // staggered: ranks start on different peers
+      size_t qlo, qhi;
+      slice(a, n, q, &qlo, &qhi);
+      if ((err = c.wait_stage(q, s, 1))) break;
+      err = c.copy_from(q, c.remote_addr(q, 1), a.out + qlo * a.esize, (qhi - qlo) * a.esize);
+    }
+  }
+  return c.finish(s, err);
+}
+
+int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+           shaddr_dtype type, shaddr_op op, int root, const char *name) {
+  clear_error();
+  if (int err = check_comm(comm)) return err;
+  Comm &c = *from_handle(comm);
+  if (root >= 0)
+    if (int err = check_root(c, root)) return err;
+  if (int err = shaddr_op_supported(op, type)) return fail(err, std::string(name) + ": op/type");
+  Args a{};
+  a.esize = static_cast<size_t>(shaddr_dtype_size(type));
+  if (__builtin_mul_overflow(count, a.esize, &a.bytes))
+    return fail(-EOVERFLOW, std::string(name) + ": count too large");
+  a.count = count;
+  a.type = type;
+  a.op = op;
+  a.root = root;
+  const bool result_here = root < 0 || root == c.rank();
+  if (sendbuf == SHADDR_IN_PLACE) {
+    if (!result_here)
+      return fail(-EINVAL, std::string(name) + ": SHADDR_IN_PLACE on a rank that is not the root");
+    sendbuf = recvbuf;
+  }
+  if (int err = check_buf(sendbuf, a.bytes, "send buffer")) return err;
+  if (result_here)
+    if (int err = check_buf(recvbuf, a.bytes, "receive buffer")) return err;
+  a.in = static_cast<const char *>(sendbuf);
+  a.out = result_here ? static_cast<char *>(recvbuf) : nullptr;
+  const shaddr_coll which = root < 0 ? SHADDR_COLL_ALLREDUCE : SHADDR_COLL_REDUCE;
+  c.stats().calls[which]++;
+  c.stats().bytes[which] += a.bytes;
+  if (c.size() == 1 || count == 0) {
+    if (a.out && a.out != a.in && a.bytes) std::memmove(a.out, a.in, a.bytes);
+    return 0;
+  }
+  int err;
+  if (a.bytes <= c.tuning().slot_reduce_max && a.bytes <= c.block().reduce_slot_bytes()) {
+    c.stats().fifo_calls++;
+    err = slot_reduce(c, a);
+  } else {
+    err = partitioned_reduce(c, a);
+  }
+  return err ? fail(err, name) : 0;
+}
+
+}  // namespace
+}  // namespace shaddr
+
+extern "C" {
+
+SHADDR_API int shaddr_reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf,
+                             size_t count, enum shaddr_dtype type, enum shaddr_op op, int root) {
+  if (root < 0) {
+    shaddr::clear_error();
+    return shaddr::fail(-EINVAL, "shaddr_reduce: negative root");
+  }
+  return shaddr::reduce(comm, sendbuf, recvbuf, count, type, op, root, "shaddr_reduce");
+}
+
+SHADDR_API int shaddr_allreduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, enum shaddr_dtype type, enum shaddr_op op) {
+  return shaddr::reduce(comm, sendbuf, recvbuf, count, type, op, -1, "shaddr_allreduce");
+}
+
+}  // extern "C"
