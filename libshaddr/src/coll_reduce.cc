@@ -33,28 +33,17 @@ struct Args {
 bool gets_result(const Comm &c, const Args &a) { return a.root < 0 || a.root == c.rank(); }
 
 int slot_reduce(Comm &c, const Args &a) {
-  NodeBlock &nb = c.block();
-  const uint64_t j = c.next_slot_reduction();
-  const int me = c.rank(), n = c.size();
-  int err = 0;
-  for (int r = 0; r < n && j > 2 && !err; r++) {
-    const RankArea &ar = nb.area(r);
-    err = c.wait_until(r, [&] { return ar.slot_read.load(std::memory_order_acquire) >= j - 2; });
-  }
-  if (err) return err;
-  std::memcpy(nb.reduce_slot(me, j & 1), a.in, a.bytes);
-  nb.area(me).slot_posted.store(j, std::memory_order_release);
+  uint64_t j;
+  if (int err = c.slot_open(&j)) return err;
+  std::memcpy(c.slot(c.rank(), j), a.in, a.bytes);
+  c.slot_publish(j);
   if (gets_result(c, a)) {
-    for (int r = 0; r < n && !err; r++) {
-      const RankArea &ar = nb.area(r);
-      err = c.wait_until(r, [&] { return ar.slot_posted.load(std::memory_order_acquire) >= j; });
-    }
-    if (err) return err;
-    reduce_apply3(a.op, a.type, a.out, nb.reduce_slot(0, j & 1), nb.reduce_slot(1, j & 1),
-                  a.count);
-    for (int r = 2; r < n; r++) reduce_apply(a.op, a.type, a.out, nb.reduce_slot(r, j & 1), a.count);
+    for (int r = 0; r < c.size(); r++)
+      if (int err = c.slot_wait(r, j)) return err;
+    reduce_apply3(a.op, a.type, a.out, c.slot(0, j), c.slot(1, j), a.count);
+    for (int r = 2; r < c.size(); r++) reduce_apply(a.op, a.type, a.out, c.slot(r, j), a.count);
   }
-  nb.area(me).slot_read.store(j, std::memory_order_release);
+  c.slot_close(j);
   return 0;
 }
 
@@ -144,7 +133,7 @@ int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count
     return 0;
   }
   int err;
-  if (a.bytes <= c.tuning().slot_reduce_max && a.bytes <= c.block().reduce_slot_bytes()) {
+  if (a.bytes <= c.tuning().slot_max) {
     c.stats().fifo_calls++;
     err = slot_reduce(c, a);
   } else {

@@ -79,7 +79,7 @@ Tuning Tuning::from_env() {
   t.chunk = env_size("SHADDR_CHUNK", l2 / 2);
   t.reduce_unit = env_size("SHADDR_REDUCE_UNIT", l1 / 2);
   t.bcast_fifo_max = env_size("SHADDR_BCAST_FIFO_MAX", 16u << 10);
-  t.slot_reduce_max = env_size("SHADDR_SLOT_REDUCE_MAX", 4096);
+  t.slot_max = env_size("SHADDR_SLOT_MAX", 4096);
   t.bcast_streams = static_cast<int>(env_size("SHADDR_BCAST_STREAMS", 4));
   t.bcast_streams_min = env_size("SHADDR_BCAST_STREAMS_MIN", 8u << 20);
   if (t.chunk < 4096) t.chunk = 4096;
@@ -93,12 +93,12 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   c->rank_ = host.rank;
   c->size_ = host.size;
   c->tuning_ = Tuning::from_env();
-  if (c->tuning_.slot_reduce_max > 4096) c->tuning_.slot_reduce_max = 4096;
+  NodeBlockConfig cfg;
+  if (c->tuning_.slot_max > cfg.reduce_slot_bytes) c->tuning_.slot_max = cfg.reduce_slot_bytes;
   if (int err = select_backend(host, &c->backend_, &c->reason_)) {
     *why = c->reason_;
     return err;
   }
-  NodeBlockConfig cfg;
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
   c->pids_.resize(host.size);
   const pid_t me = getpid();
@@ -109,10 +109,10 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   if (verbose() && host.rank == 0)
     std::fprintf(stderr,
                  "shaddr: node communicator of %d ranks: backend %s; control block %s; "
-                 "chunk %zu B, reduce unit %zu B, Bcast FIFO up to %zu B, slot reduction up to "
+                 "chunk %zu B, reduce unit %zu B, Bcast FIFO up to %zu B, slots up to "
                  "%zu B\n",
                  host.size, c->reason_.c_str(), c->block_->how(), c->tuning_.chunk,
-                 c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_reduce_max);
+                 c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_max);
   *out = std::move(c);
   return 0;
 }
@@ -191,6 +191,31 @@ int Comm::finish(uint64_t s, int status) {
   backend_->end_exposures();
   if (result) stats_.failures++;
   return result;
+}
+
+int Comm::slot_open(uint64_t *j) {
+  *j = ++slot_seq_;
+  for (int r = 0; r < size_ && *j > 2; r++) {
+    const RankArea &a = block_->area(r);
+    if (int err = wait_until(r, [&] {
+          return a.slot_read.load(std::memory_order_acquire) >= *j - 2;
+        }))
+      return err;
+  }
+  return 0;
+}
+
+void Comm::slot_publish(uint64_t j) {
+  block_->area(rank_).slot_posted.store(j, std::memory_order_release);
+}
+
+int Comm::slot_wait(int r, uint64_t j) {
+  const RankArea &a = block_->area(r);
+  return wait_until(r, [&] { return a.slot_posted.load(std::memory_order_acquire) >= j; });
+}
+
+void Comm::slot_close(uint64_t j) {
+  block_->area(rank_).slot_read.store(j, std::memory_order_release);
 }
 
 int Comm::copy_from(int peer, uint64_t addr, void *dst, size_t len) {

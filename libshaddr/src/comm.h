@@ -34,7 +34,7 @@ struct Tuning {
   size_t bcast_fifo_max;   // SHADDR_BCAST_FIFO_MAX: Bcast at most this big goes through the FIFO
   size_t chunk;            // SHADDR_CHUNK: copy unit of pipelined transfers (seed 001 segment)
   size_t reduce_unit;      // SHADDR_REDUCE_UNIT: bytes reduced per pipeline step
-  size_t slot_reduce_max;  // SHADDR_SLOT_REDUCE_MAX: reductions at most this big use the slots
+  size_t slot_max;  // SHADDR_SLOT_MAX: per-rank data at most this big goes through the slots
   int bcast_streams;         // SHADDR_BCAST_STREAMS: streams of a multi-stream Bcast (1 = off)
   size_t bcast_streams_min;  // SHADDR_BCAST_STREAMS_MIN: smallest Bcast cut into streams
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)
@@ -83,8 +83,15 @@ class Comm {
   template <typename Pred>
   int wait_until(int peer, Pred &&pred);
 
-  // Seed-004 short reductions: the number of the next one (identical on all ranks).
-  uint64_t next_slot_reduction() { return ++slot_seq_; }
+  // Seed-004 slots: small exchanges through the control block, without a closing barrier.
+  // Round j uses slot parity j & 1; slot_open() waits until every rank has closed round j - 2,
+  // so a slot is never rewritten while someone still reads it.
+  int slot_open(uint64_t *j);
+  void *slot(int r, uint64_t j) { return block_->reduce_slot(r, j & 1); }
+  size_t slot_bytes() const { return block_->reduce_slot_bytes(); }
+  void slot_publish(uint64_t j);
+  int slot_wait(int r, uint64_t j);
+  void slot_close(uint64_t j);
 
   Fifo::Cursor &bcast_cursor() { return bcast_cursor_; }
 
