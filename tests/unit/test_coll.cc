@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "bootstrap.h"
+#include "comm.h"
 #include "reduce_ops.h"
 #include "shaddr/coll.h"
 
@@ -576,6 +577,33 @@ TEST(CollApi, BadInputOnComm) {
                             return 0;
             }),
             0);
+}
+
+}  // namespace
+
+namespace {
+
+// SHADDR_TUNING_FILE is read, the environment wins over it, and unknown lines are ignored.
+TEST(CollTuning, FileAndEnvironment) {
+  char path[] = "/tmp/shaddr-tuning-test.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "# comment\nSHADDR_CHUNK=12345\nSHADDR_SLOT_MAX=100\nOTHER=1\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  setenv("SHADDR_TUNING_FILE", path, 1);
+  Tuning t = Tuning::from_env();
+  EXPECT_EQ(t.chunk, 12345u);
+  EXPECT_EQ(t.slot_max, 100u);
+  setenv("SHADDR_CHUNK", "64k", 1);
+  t = Tuning::from_env();
+  EXPECT_EQ(t.chunk, 65536u);
+  unsetenv("SHADDR_CHUNK");
+  unsetenv("SHADDR_TUNING_FILE");
+  unlink(path);
+  t = Tuning::from_env();
+  EXPECT_GE(t.chunk, 4096u);
+  EXPECT_EQ(t.slot_max, 4096u);
 }
 
 }  // namespace
