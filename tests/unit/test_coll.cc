@@ -524,7 +524,7 @@ TEST_P(Coll, RandomSoak) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Coll, ::testing::ValuesIn(test_backends()),
+INSTANTIATE_TEST_SUITE_P(Via, Coll, ::testing::ValuesIn(test_backends()),
                          [](const auto &info) { return info.param; });
 
 // Bad input: documented errors and a message, never a crash (no communicator needed).
