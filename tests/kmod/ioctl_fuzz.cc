@@ -41,7 +41,14 @@ void *random_pointer(void *good, size_t good_len) {
     case 1: return reinterpret_cast<void *>(0xffff888000000000ull + rnd(1ull << 30));
     case 2: return reinterpret_cast<void *>(rnd(1ull << 47));
     case 3: return reinterpret_cast<void *>(~0ull - rnd(4096));
-    default: return static_cast<char *>(good) + rnd(good_len);
+    default: {
+      // A misaligned copy of the argument in an arena with room behind it: the kernel writes
+      // a whole struct from there, which must not run over the fuzzer's own stack.
+      static char arena[8192];
+      char *p = arena + rnd(good_len);
+      memcpy(p, good, good_len);
+      return p;
+    }
   }
 }
 
