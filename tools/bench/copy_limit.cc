@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+// shaddr-copy-limit: the memory-copy limit that intra-node collectives are measured against.
+//
+// For each size S: single-core memcpy bandwidth (one thread copies S bytes from one buffer to
+// another, repeatedly), and all-core copy bandwidth (T threads, each pinned to its own core,
+// copy their own S-byte buffers at the same time; bandwidth = T*S / time of the slowest
+// thread). Bandwidth counts bytes copied (each read once and written once). The source is
+// rewritten between rounds outside the timed region, as shaddr-bench does with its buffers.
+// Output: a table on stdout, and `--json FILE`.
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+size_t parse_size(const char *s) {
+  char *end = nullptr;
+  size_t v = std::strtoull(s, &end, 10);
+  if (*end == 'K' || *end == 'k') v <<= 10;
+  if (*end == 'M' || *end == 'm') v <<= 20;
+  if (*end == 'G' || *end == 'g') v <<= 30;
+  return v;
+}
+
+int reps_for(size_t size) {
+  return static_cast<int>(std::clamp<size_t>((size_t{512} << 20) / size, 5, 20000));
+}
+
+// Time of `reps` copies of `size` bytes, on each of `threads` threads at once (the slowest).
+double timed_copy(size_t size, int threads, int reps) {
+  std::vector<std::vector<char>> src(threads), dst(threads);
+  for (int t = 0; t < threads; t++) {
+    src[t].assign(size, static_cast<char>(t + 1));
+    dst[t].assign(size, 0);
+  }
+  std::vector<double> elapsed(threads, 0);
+  std::barrier sync(threads);
+  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  auto body = [&](int t) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(static_cast<unsigned>(t) % ncpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    char *s = src[t].data(), *d = dst[t].data();
+    // Rounds of at least ~64 KiB of copying, so the clock's cost is negligible.
+    const int per_round = static_cast<int>(std::max<size_t>(1, (size_t{64} << 10) / size));
+    double total = 0;
+    for (int r = 0; r < reps; r += per_round) {
+      s[r % size] = static_cast<char>(r);  // new contents, outside the timed region
+      sync.arrive_and_wait();
+      const double t0 = now();
+      for (int k = 0; k < per_round; k++) {
+        std::memcpy(d, s, size);
+        asm volatile("" ::"r"(d) : "memory");
+      }
+      total += now() - t0;
+    }
+    elapsed[t] = total / (static_cast<double>((reps + per_round - 1) / per_round) * per_round);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; t++) pool.emplace_back(body, t);
+  body(0);
+  for (auto &th : pool) th.join();
+  return *std::max_element(elapsed.begin(), elapsed.end());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  size_t lo = 8, hi = 64u << 20;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string json;
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    if (a == "--sizes" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      const size_t c = v.find(':');
+      lo = parse_size(v.substr(0, c).c_str());
+      hi = c == std::string::npos ? lo : parse_size(v.substr(c + 1).c_str());
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (a == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "Usage: shaddr-copy-limit [--sizes MIN:MAX] [--threads N (default: all cores)]"
+                   " [--json FILE]\n");
+      return a == "-h" || a == "--help" ? 0 : 2;
+    }
+  }
+  if (lo == 0 || hi < lo || threads < 1) return 2;
+  struct Row {
+    size_t size;
+    double one, all;  // bytes per second
+  };
+  std::vector<Row> rows;
+  std::printf("# copy limit: 1 core and %d cores (GB/s = 1e9 bytes copied per second)\n", threads);
+  std::printf("# %10s %12s %12s\n", "bytes", "1core_GBps", "allcore_GBps");
+  for (size_t s = lo; s <= hi; s *= 2) {
+    const int reps = reps_for(s);
+    const double t1 = timed_copy(s, 1, reps);
+    const double tn = timed_copy(s, threads, reps);
+    rows.push_back({s, s / t1, threads * s / tn});
+    std::printf("  %10zu %12.2f %12.2f\n", s, rows.back().one / 1e9, rows.back().all / 1e9);
+    std::fflush(stdout);
+    if (s > hi / 2) break;
+  }
+  if (!json.empty()) {
+    std::ofstream f(json);
+    f << "{\n  \"tool\": \"shaddr-copy-limit\",\n  \"threads\": " << threads
+      << ",\n  \"results\": [";
+    for (size_t i = 0; i < rows.size(); i++)
+      f << (i ? "," : "") << "\n    {\"bytes\": " << rows[i].size
+        << ", \"one_core_Bps\": " << rows[i].one << ", \"all_core_Bps\": " << rows[i].all << "}";
+    f << "\n  ]\n}\n";
+    if (!f) return 1;
+  }
+  return 0;
+}
