@@ -8,7 +8,7 @@ KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
 CMAKE_GEN := -G Ninja
 
 .PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-unit test-kmod test-mpi \
-	bench-kmod checkpatch dkms-install dkms-uninstall clean help
+	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help
 
 all: kmod userspace
 
@@ -18,6 +18,7 @@ help:
 	@echo "make test       unit tests, kernel tests in the VM (6.1 and 6.12), MPI tests"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
 	@echo "make deps       install every dependency from Debian's registry (idempotent)"
+	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
 
@@ -74,6 +75,11 @@ test-kmod: all
 
 test-mpi: all
 	@$(TOP)/tools/shaddr-test mpi
+
+# MPI comparison: every contender present here vs the memory-copy limit, into build/report/.
+# (tools/shaddr-compare --short is the few-minute version.)
+bench: all
+	@$(TOP)/tools/shaddr-compare
 
 # Window micro-benchmark (MAP cost per block size, window copy vs memcpy) in the VM.
 bench-kmod: all
