@@ -1,0 +1,586 @@
+// SPDX-License-Identifier: MIT
+// The PMPI interposer: MPI's collectives on intra-communicators go through libshaddr (one
+// node) or the node/leader hierarchy (several nodes); everything else goes to PMPI_* unchanged.
+//
+// Every decision to forward is taken from values that are the same on every rank of the
+// communicator (the communicator's state, byte counts that MPI requires to match, root, and
+// for reductions the datatype and op), so all ranks take the same path. Datatypes that are not
+// contiguous are packed per rank; that is a local choice that changes nothing for the others.
+// libshaddr reports a failure on every rank of a node alike; one node then redoes the call (or
+// its phase of it) with PMPI_*, from inputs kept intact, so no rank returns wrong data.
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "hier.h"
+#include "state.h"
+#include "types.h"
+
+using namespace shaddr::interpose;
+
+namespace {
+
+// Per-call bookkeeping: counts the call once as forwarded, accelerated or fallen back.
+struct Call {
+  shaddr_interpose_call which;
+  explicit Call(shaddr_interpose_call w) : which(w) {}
+  int forward(int rc) {
+    count_forward(which);
+    return rc;
+  }
+};
+
+bool small(size_t bytes) { return bytes == 0 || bytes < settings().min_bytes; }
+
+// Single node: shaddr result -> MPI result, or a note that the caller must fall back.
+bool failed(const State &s, Call &c, const char *name, int rc) {
+  if (!rc) {
+    count_accel(c.which, s);
+    return false;
+  }
+  say_fallback(s, name, rc);
+  count_fallback(c.which);
+  return true;
+}
+
+int hier_done(const State &s, Call &c, int rc, bool fell_back) {
+  if (fell_back)
+    count_fallback(c.which);
+  else if (rc == MPI_SUCCESS)
+    count_accel(c.which, s);
+  return rc;
+}
+
+// A saved copy of bytes that an in-place call reads as input and a failed attempt may have
+// overwritten (restored before the PMPI_* rerun).
+struct Backup {
+  std::vector<char> data;
+  char *where = nullptr;
+  void save(char *p, size_t n) {
+    where = p;
+    data.assign(p, p + n);
+  }
+  void restore() {
+    if (where && !data.empty()) std::memcpy(where, data.data(), data.size());
+  }
+};
+
+// A v-layout (counts[i] elements of t at displs[i] * extent) as byte counts/displacements
+// into a contiguous area: the user's buffer when t is contiguous, else a packed copy.
+struct VView {
+  std::vector<size_t> bytes, displs;
+  char *user = nullptr;
+  char *base = nullptr;
+  bool packed = false;
+  std::vector<char> tmp;
+  TypeInfo ti;
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  std::vector<MPI_Count> counts, udispls;
+
+  void init(const void *buf, const int *cnt, const int *dsp, int n, MPI_Datatype type,
+            const TypeInfo &info) {
+    user = static_cast<char *>(const_cast<void *>(buf));
+    ti = info;
+    t = type;
+    packed = !ti.contiguous(2);
+    for (int i = 0; i < n; i++) packed = packed || dsp[i] < 0;  // byte offsets stay unsigned
+    bytes.resize(n);
+    displs.resize(n);
+    counts.assign(cnt, cnt + n);
+    udispls.assign(dsp, dsp + n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+      bytes[i] = static_cast<size_t>(counts[i] * ti.size);
+      displs[i] = packed ? total : static_cast<size_t>(udispls[i] * ti.extent);
+      total += bytes[i];
+    }
+    if (packed) {
+      tmp.resize(total ? total : 1);
+      base = tmp.data();
+    } else {
+      base = user ? user + ti.true_lb : nullptr;
+    }
+  }
+  int pack_block(int i) {
+    if (!packed || !bytes[i]) return MPI_SUCCESS;
+    return pack(user + udispls[i] * ti.extent, counts[i], t, ti.extent, ti.size,
+                base + displs[i]);
+  }
+  int unpack_block(int i) {
+    if (!packed || !bytes[i]) return MPI_SUCCESS;
+    return unpack(base + displs[i], counts[i], t, ti.extent, ti.size,
+                  user + udispls[i] * ti.extent);
+  }
+  int pack_all() {
+    for (size_t i = 0; i < bytes.size(); i++)
+      if (int rc = pack_block(static_cast<int>(i))) return rc;
+    return MPI_SUCCESS;
+  }
+  int unpack_all() {
+    for (size_t i = 0; i < bytes.size(); i++)
+      if (int rc = unpack_block(static_cast<int>(i))) return rc;
+    return MPI_SUCCESS;
+  }
+};
+
+bool bad_root(const State &s, int root) { return root < 0 || root >= s.size; }
+
+// Whole-buffer byte counts the PMPI_* phases of the hierarchy move in one int.
+bool fits_int(size_t bytes) { return bytes <= static_cast<size_t>(INT_MAX); }
+
+}  // namespace
+
+// The MPI_* definitions are this library's interface (MPICH's mpi.h does not mark them
+// visible, and the library is built with hidden visibility).
+#pragma GCC visibility push(default)
+extern "C" {
+
+int MPI_Init(int *argc, char ***argv) {
+  int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS) init_globals();
+  return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) init_globals();
+  return rc;
+}
+
+int MPI_Finalize(void) {
+  finalize_all();
+  return PMPI_Finalize();
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  Call c(SHADDR_IP_BARRIER);
+  State *s = state_of(comm);
+  if (!s) return c.forward(PMPI_Barrier(comm));
+  if (s->multi()) {
+    bool fb = false;
+    return hier_done(*s, c, hier_barrier(*s, &fb), fb);
+  }
+  if (failed(*s, c, "Barrier", shaddr_barrier(s->sc))) return PMPI_Barrier(comm);
+  return MPI_SUCCESS;
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  Call c(SHADDR_IP_BCAST);
+  State *s = state_of(comm);
+  TypeInfo ti = type_info(type);
+  if (!s || count <= 0 || !ti.ok || bad_root(*s, root))
+    return c.forward(PMPI_Bcast(buf, count, type, root, comm));
+  const size_t bytes = static_cast<size_t>(count * ti.size);
+  if (small(bytes)) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
+  View v;
+  if (int rc = v.init(buf, count, type, ti)) return rc;
+  if (s->rank == root)
+    if (int rc = v.pack_in()) return rc;
+  int rc = MPI_SUCCESS;
+  if (s->multi()) {
+    bool fb = false;
+    rc = hier_done(*s, c, hier_bcast(*s, v.data(), bytes, root, &fb), fb);
+  } else if (failed(*s, c, "Bcast", shaddr_bcast(s->sc, v.data(), bytes, root))) {
+    return PMPI_Bcast(buf, count, type, root, comm);  // the root's data was only read
+  }
+  if (rc == MPI_SUCCESS && s->rank != root) rc = v.unpack_out();
+  return rc;
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+               int root, MPI_Comm comm) {
+  Call c(SHADDR_IP_REDUCE);
+  State *s = state_of(comm);
+  shaddr_dtype dt;
+  shaddr_op sop;
+  // The datatype and op are the same on every rank (MPI requires it): so is this decision.
+  if (!s || count <= 0 || bad_root(*s, root) || !map_dtype(type, &dt) || !map_op(op, &sop) ||
+      shaddr_op_supported(sop, dt) != 0 ||
+      small(static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+    return c.forward(PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm));
+  const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
+  const bool is_root = s->rank == root;
+  const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
+  if (s->multi()) {
+    bool fb = false;
+    return hier_done(*s, c,
+                     hier_reduce(*s, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, dt,
+                                 sop, root, &fb),
+                     fb);
+  }
+  Backup keep;
+  if (in_place) keep.save(static_cast<char *>(recvbuf), bytes);
+  int rc = shaddr_reduce(s->sc, in_place ? SHADDR_IN_PLACE : sendbuf,
+                         is_root ? recvbuf : nullptr, count, dt, sop, root);
+  if (failed(*s, c, "Reduce", rc)) {
+    keep.restore();
+    return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm) {
+  Call c(SHADDR_IP_ALLREDUCE);
+  State *s = state_of(comm);
+  shaddr_dtype dt;
+  shaddr_op sop;
+  if (!s || count <= 0 || !map_dtype(type, &dt) || !map_op(op, &sop) ||
+      shaddr_op_supported(sop, dt) != 0 ||
+      small(static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+    return c.forward(PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
+  const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  if (s->multi()) {
+    bool fb = false;
+    return hier_done(*s, c,
+                     hier_reduce(*s, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, dt,
+                                 sop, -1, &fb),
+                     fb);
+  }
+  Backup keep;
+  if (in_place) keep.save(static_cast<char *>(recvbuf), bytes);
+  int rc = shaddr_allreduce(s->sc, in_place ? SHADDR_IN_PLACE : sendbuf, recvbuf, count, dt, sop);
+  if (failed(*s, c, "Allreduce", rc)) {
+    keep.restore();
+    return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  Call c(SHADDR_IP_GATHER);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(
+        PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+  };
+  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  const bool is_root = s->rank == root;
+  const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
+  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
+  TypeInfo rti = is_root ? type_info(recvtype) : TypeInfo{};
+  if ((!in_place && (!sti.ok || sendcount < 0)) || (is_root && (!rti.ok || recvcount < 0)))
+    return fwd();
+  // Per-rank bytes: the root's receive side equals every sender's send side.
+  const size_t bytes = static_cast<size_t>(is_root ? recvcount * rti.size : sendcount * sti.size);
+  if (small(bytes)) return fwd();
+  View sv, rv;
+  Backup keep;
+  if (!in_place) {
+    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
+    if (int rc = sv.pack_in()) return rc;
+  }
+  if (is_root) {
+    if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
+      return rc;
+    if (in_place) {
+      if (int rc = rv.pack_in()) return rc;
+      keep.save(rv.data() + static_cast<size_t>(root) * bytes, bytes);
+    }
+  }
+  int rc = shaddr_gather(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), bytes,
+                         is_root ? rv.data() : nullptr, root);
+  if (failed(*s, c, "Gather", rc)) {
+    keep.restore();
+    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  }
+  return is_root ? rv.unpack_out() : MPI_SUCCESS;
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                MPI_Comm comm) {
+  Call c(SHADDR_IP_GATHERV);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                  recvtype, root, comm));
+  };
+  // Non-roots do not know the others' counts: no size threshold here.
+  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  const bool is_root = s->rank == root;
+  const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
+  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
+  TypeInfo rti = is_root ? type_info(recvtype) : TypeInfo{};
+  if ((!in_place && (!sti.ok || sendcount < 0)) || (is_root && !rti.ok)) return fwd();
+  View sv;
+  VView rv;
+  Backup keep;
+  size_t sbytes = 0;
+  if (!in_place) {
+    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
+    if (int rc = sv.pack_in()) return rc;
+    sbytes = sv.bytes();
+  }
+  if (is_root) {
+    rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
+    if (in_place) {
+      if (int rc = rv.pack_block(root)) return rc;
+      sbytes = rv.bytes[root];
+      keep.save(rv.base + rv.displs[root], sbytes);
+    }
+  }
+  int rc = shaddr_gatherv(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), sbytes,
+                          is_root ? rv.base : nullptr, is_root ? rv.bytes.data() : nullptr,
+                          is_root ? rv.displs.data() : nullptr, root);
+  if (failed(*s, c, "Gatherv", rc)) {
+    keep.restore();
+    return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+                        comm);
+  }
+  return is_root ? rv.unpack_all() : MPI_SUCCESS;
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  Call c(SHADDR_IP_SCATTER);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(
+        PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+  };
+  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  const bool is_root = s->rank == root;
+  const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
+  TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
+  TypeInfo rti = in_place ? TypeInfo{} : type_info(recvtype);
+  if ((is_root && (!sti.ok || sendcount < 0)) || (!in_place && (!rti.ok || recvcount < 0)))
+    return fwd();
+  const size_t bytes = static_cast<size_t>(is_root ? sendcount * sti.size : recvcount * rti.size);
+  if (small(bytes)) return fwd();
+  View sv, rv;
+  if (is_root) {
+    if (int rc = sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti))
+      return rc;
+    if (int rc = sv.pack_in()) return rc;
+  }
+  if (!in_place)
+    if (int rc = rv.init(recvbuf, recvcount, recvtype, rti)) return rc;
+  int rc = shaddr_scatter(s->sc, is_root ? sv.data() : nullptr, bytes,
+                          in_place ? const_cast<void *>(SHADDR_IN_PLACE) : rv.data(), root);
+  if (failed(*s, c, "Scatter", rc))
+    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  return in_place ? MPI_SUCCESS : rv.unpack_out();
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                 MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm) {
+  Call c(SHADDR_IP_SCATTERV);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                   recvtype, root, comm));
+  };
+  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  const bool is_root = s->rank == root;
+  const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
+  TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
+  TypeInfo rti = in_place ? TypeInfo{} : type_info(recvtype);
+  if ((is_root && !sti.ok) || (!in_place && (!rti.ok || recvcount < 0))) return fwd();
+  VView sv;
+  View rv;
+  size_t rbytes = 0;
+  if (is_root) {
+    sv.init(sendbuf, sendcounts, displs, s->size, sendtype, sti);
+    if (int rc = sv.pack_all()) return rc;
+  }
+  if (!in_place) {
+    if (int rc = rv.init(recvbuf, recvcount, recvtype, rti)) return rc;
+    rbytes = rv.bytes();
+  } else {
+    rbytes = sv.bytes[root];
+  }
+  int rc = shaddr_scatterv(s->sc, is_root ? sv.base : nullptr, is_root ? sv.bytes.data() : nullptr,
+                           is_root ? sv.displs.data() : nullptr,
+                           in_place ? const_cast<void *>(SHADDR_IN_PLACE) : rv.data(), rbytes,
+                           root);
+  if (failed(*s, c, "Scatterv", rc))
+    return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                         root, comm);
+  return in_place ? MPI_SUCCESS : rv.unpack_out();
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  Call c(SHADDR_IP_ALLGATHER);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(
+        PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+  };
+  TypeInfo rti = type_info(recvtype);
+  if (!s || !rti.ok || recvcount < 0) return fwd();
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
+  if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
+  const size_t bytes = static_cast<size_t>(recvcount * rti.size);
+  if (small(bytes) || (s->multi() && !fits_int(bytes * s->size))) return fwd();
+  View sv, rv;
+  if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
+    return rc;
+  if (in_place) {
+    if (int rc = rv.pack_in()) return rc;
+  } else {
+    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
+    if (int rc = sv.pack_in()) return rc;
+  }
+  char *own = rv.data() + static_cast<size_t>(s->rank) * bytes;
+  if (s->multi()) {
+    bool fb = false;
+    int rc = hier_done(*s, c, hier_allgather(*s, in_place ? own : sv.data(), bytes, rv.data(), &fb),
+                       fb);
+    return rc ? rc : rv.unpack_out();
+  }
+  Backup keep;
+  if (in_place) keep.save(own, bytes);
+  int rc = shaddr_allgather(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), bytes, rv.data());
+  if (failed(*s, c, "Allgather", rc)) {
+    keep.restore();
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  return rv.unpack_out();
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                   MPI_Comm comm) {
+  Call c(SHADDR_IP_ALLGATHERV);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                     recvtype, comm));
+  };
+  TypeInfo rti = type_info(recvtype);
+  if (!s || !rti.ok || s->multi()) return fwd();
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
+  if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
+  size_t total = 0;  // every rank knows all counts: a size threshold is consistent here
+  for (int i = 0; i < s->size; i++) total += static_cast<size_t>(recvcounts[i] * rti.size);
+  if (small(total)) return fwd();
+  VView rv;
+  View sv;
+  rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
+  size_t sbytes = rv.bytes[s->rank];
+  Backup keep;
+  if (in_place) {
+    if (int rc = rv.pack_block(s->rank)) return rc;
+    keep.save(rv.base + rv.displs[s->rank], sbytes);
+  } else {
+    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
+    if (int rc = sv.pack_in()) return rc;
+    sbytes = sv.bytes();
+  }
+  int rc = shaddr_allgatherv(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), sbytes, rv.base,
+                             rv.bytes.data(), rv.displs.data());
+  if (failed(*s, c, "Allgatherv", rc)) {
+    keep.restore();
+    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                           comm);
+  }
+  return rv.unpack_all();
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  Call c(SHADDR_IP_ALLTOALL);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(
+        PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+  };
+  TypeInfo rti = type_info(recvtype);
+  if (!s || !rti.ok || recvcount < 0) return fwd();
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
+  if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
+  const size_t bytes = static_cast<size_t>(recvcount * rti.size);
+  const size_t n = static_cast<size_t>(s->size);
+  if (small(bytes) || (s->multi() && !fits_int(bytes * n * n))) return fwd();
+  View sv, rv;
+  if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
+    return rc;
+  std::vector<char> in_copy;  // in place: the input, kept apart from the output
+  const char *in;
+  if (in_place) {
+    if (int rc = rv.pack_in()) return rc;
+    in_copy.assign(rv.data(), rv.data() + n * bytes);
+    in = in_copy.data();
+  } else {
+    if (int rc = sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti))
+      return rc;
+    if (int rc = sv.pack_in()) return rc;
+    in = sv.data();
+  }
+  if (s->multi()) {
+    bool fb = false;
+    int rc = hier_done(*s, c, hier_alltoall(*s, in, bytes, rv.data(), &fb), fb);
+    return rc ? rc : rv.unpack_out();
+  }
+  int rc = shaddr_alltoall(s->sc, in, bytes, rv.data());
+  if (failed(*s, c, "Alltoall", rc)) {
+    if (in_place) {  // put the input back where PMPI_Alltoall reads it
+      std::memcpy(rv.data(), in_copy.data(), n * bytes);
+      if (int urc = rv.unpack_out()) return urc;
+    }
+    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  return rv.unpack_out();
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  Call c(SHADDR_IP_ALLTOALLV);
+  State *s = state_of(comm);
+  auto fwd = [&] {
+    return c.forward(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                    rdispls, recvtype, comm));
+  };
+  TypeInfo rti = type_info(recvtype);
+  if (!s || !rti.ok || s->multi()) return fwd();
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
+  if (!in_place && !sti.ok) return fwd();
+  VView sv, rv;
+  rv.init(recvbuf, recvcounts, rdispls, s->size, recvtype, rti);
+  std::vector<char> in_copy;
+  std::vector<size_t> in_displs;
+  const char *in;
+  const size_t *sbytes, *sdisp;
+  if (in_place) {
+    // The input is the receive layout; copy it out so the output can overwrite it.
+    if (int rc = rv.pack_all()) return rc;
+    size_t end = 0;
+    for (int i = 0; i < s->size; i++) end = std::max(end, rv.displs[i] + rv.bytes[i]);
+    in_copy.assign(rv.base, rv.base + end);
+    in = in_copy.data();
+    sbytes = rv.bytes.data();
+    sdisp = rv.displs.data();
+  } else {
+    sv.init(sendbuf, sendcounts, sdispls, s->size, sendtype, sti);
+    if (int rc = sv.pack_all()) return rc;
+    in = sv.base;
+    sbytes = sv.bytes.data();
+    sdisp = sv.displs.data();
+  }
+  int rc = shaddr_alltoallv(s->sc, in, sbytes, sdisp, rv.base, rv.bytes.data(), rv.displs.data());
+  if (failed(*s, c, "Alltoallv", rc)) {
+    if (in_place) {
+      std::memcpy(rv.base, in_copy.data(), in_copy.size());
+      if (int urc = rv.unpack_all()) return urc;
+    }
+    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                          recvtype, comm);
+  }
+  return rv.unpack_all();
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

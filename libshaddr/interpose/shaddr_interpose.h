@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the LD_PRELOAD interposer (libshaddr-mpich.so, libshaddr-openmpi.so) did in this process.
+ * A program (or a test) that wants to know looks the function up at run time, so it builds and
+ * runs unchanged without the interposer:
+ *
+ *     int (*get)(struct shaddr_interpose_stats *) = dlsym(RTLD_DEFAULT, "shaddr_interpose_get_stats");
+ */
+#ifndef SHADDR_INTERPOSE_H
+#define SHADDR_INTERPOSE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The intercepted collectives, in the order of the arrays below. */
+enum shaddr_interpose_call {
+	SHADDR_IP_BARRIER,
+	SHADDR_IP_BCAST,
+	SHADDR_IP_REDUCE,
+	SHADDR_IP_ALLREDUCE,
+	SHADDR_IP_GATHER,
+	SHADDR_IP_GATHERV,
+	SHADDR_IP_SCATTER,
+	SHADDR_IP_SCATTERV,
+	SHADDR_IP_ALLGATHER,
+	SHADDR_IP_ALLGATHERV,
+	SHADDR_IP_ALLTOALL,
+	SHADDR_IP_ALLTOALLV,
+	SHADDR_IP_COUNT
+};
+
+/**
+ * struct shaddr_interpose_stats - this process's counters
+ * @accelerated: calls completed through libshaddr (node) or the node/leader hierarchy
+ * @hierarchical: of @accelerated, those on communicators spanning several (virtual) nodes
+ * @forwarded: calls passed to PMPI_* as they were (not eligible: see the README)
+ * @fallbacks: calls where libshaddr failed on every rank of a node and PMPI_* redid the work
+ * @lib_calls: collectives libshaddr's node communicators ran (their own statistics, summed
+ *             over live and freed communicators)
+ * @comms_created: communicators that got shaddr state; @comms_freed: of those, freed again
+ */
+struct shaddr_interpose_stats {
+	uint64_t accelerated[SHADDR_IP_COUNT];
+	uint64_t hierarchical[SHADDR_IP_COUNT];
+	uint64_t forwarded[SHADDR_IP_COUNT];
+	uint64_t fallbacks[SHADDR_IP_COUNT];
+	uint64_t lib_calls;
+	uint64_t comms_created;
+	uint64_t comms_freed;
+};
+
+/* 0, or -EINVAL for NULL. */
+int shaddr_interpose_get_stats(struct shaddr_interpose_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHADDR_INTERPOSE_H */

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+// Communicator state: created collectively on the first intercepted collective of a
+// communicator, cached under an attribute keyval, freed by the keyval's delete callback
+// (MPI_Comm_free, MPI_Comm_disconnect) or, for what is still alive, before PMPI_Finalize.
+#include "state.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+namespace shaddr::interpose {
+namespace {
+
+Settings g_settings;
+bool g_inited = false;
+bool g_off = false;            // forward everything (MPI_THREAD_MULTIPLE, SHADDR_INTERPOSE=0)
+std::string g_off_why;
+int g_keyval = MPI_KEYVAL_INVALID;
+uint64_t g_seq = 0;
+std::map<uint64_t, State *> g_live;  // seq -> state, for finalize
+shaddr_interpose_stats g_stats{};
+
+size_t env_size(const char *name, size_t dflt) {
+  const char *v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v, &end, 0);
+  if (errno || *end) {
+    std::fprintf(stderr, "shaddr-interpose: ignoring %s=%s (not a number)\n", name, v);
+    return dflt;
+  }
+  return static_cast<size_t>(x);
+}
+
+// libshaddr's view of the node: collectives over the node communicator.
+int host_allgather(const void *send, void *recv, size_t bytes, void *ctx) {
+  auto *s = static_cast<State *>(ctx);
+  if (bytes > INT32_MAX) return -EOVERFLOW;
+  return PMPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                        MPI_BYTE, s->node) == MPI_SUCCESS
+             ? 0
+             : -EIO;
+}
+
+int host_barrier(void *ctx) {
+  return PMPI_Barrier(static_cast<State *>(ctx)->node) == MPI_SUCCESS ? 0 : -EIO;
+}
+
+void add_lib_calls(const State &s) {
+  shaddr_comm_stats st{};
+  if (s.sc && shaddr_comm_get_stats(s.sc, &st) == 0)
+    for (uint64_t c : st.calls) g_stats.lib_calls += c;
+}
+
+// Collective over s->comm's nodes: releases libshaddr and the internal communicators.
+void release(State *s) {
+  if (s->freed) return;
+  s->freed = true;
+  if (s->sc) {
+    add_lib_calls(*s);
+    int rc = shaddr_comm_free(s->sc);
+    if (rc) say(s, "shaddr_comm_free: %s", std::strerror(-rc));
+    s->sc = nullptr;
+  }
+  if (s->leaders != MPI_COMM_NULL) PMPI_Comm_free(&s->leaders);
+  if (s->node != MPI_COMM_NULL) PMPI_Comm_free(&s->node);
+  if (s->seq) {
+    g_live.erase(s->seq);
+    g_stats.comms_freed++;
+  }
+}
+
+int delete_cb(MPI_Comm, int, void *attr, void *) {
+  auto *s = static_cast<State *>(attr);
+  release(s);
+  delete s;
+  return MPI_SUCCESS;
+}
+
+// Builds the hierarchy of s->comm. Collective over s->comm; every rank reaches the same
+// s->usable (the last step agrees on it with an allreduce).
+void build(State *s) {
+  MPI_Comm comm = s->comm;
+  PMPI_Comm_rank(comm, &s->rank);
+  PMPI_Comm_size(comm, &s->size);
+  if (s->size == 1) {
+    s->why = "one rank";
+    return;
+  }
+  int rc = PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL, &s->node);
+  if (rc == MPI_SUCCESS && g_settings.nodes > 1) {
+    // Testing aid: k virtual nodes per node, by blocks of node ranks.
+    int nr, ns;
+    PMPI_Comm_rank(s->node, &nr);
+    PMPI_Comm_size(s->node, &ns);
+    MPI_Comm virt;
+    const int k = std::min(g_settings.nodes, ns);
+    rc = PMPI_Comm_split(s->node, static_cast<int>(static_cast<long>(nr) * k / ns), nr, &virt);
+    PMPI_Comm_free(&s->node);
+    s->node = virt;
+  }
+  if (rc != MPI_SUCCESS) {  // an error handler that returns: nothing was created
+    s->node = MPI_COMM_NULL;
+    s->why = "MPI_Comm_split_type failed";
+    return;
+  }
+  PMPI_Comm_rank(s->node, &s->node_rank);
+  PMPI_Comm_size(s->node, &s->node_size);
+  PMPI_Comm_split(comm, s->leader() ? 0 : MPI_UNDEFINED, s->rank, &s->leaders);
+
+  // Every rank learns every rank's leader (its node's lowest comm rank) and node rank.
+  int mine[2] = {s->rank, s->node_rank};
+  PMPI_Bcast(&mine[0], 1, MPI_INT, 0, s->node);
+  std::vector<int> all(2 * static_cast<size_t>(s->size));
+  PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm);
+  std::vector<int> leaders;
+  for (int r = 0; r < s->size; r++) leaders.push_back(all[2 * r]);
+  std::sort(leaders.begin(), leaders.end());
+  leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
+  s->nnodes = static_cast<int>(leaders.size());
+  s->members.assign(leaders.size(), {});
+  s->node_of.resize(s->size);
+  s->local_of.resize(s->size);
+  for (int r = 0; r < s->size; r++) {
+    int n = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), all[2 * r]) -
+                             leaders.begin());
+    s->node_of[r] = n;
+    s->local_of[r] = all[2 * r + 1];
+    s->members[n].push_back(r);
+  }
+  s->my_node = s->node_of[s->rank];
+  s->blocked = true;
+  for (int n = 0, next = 0; n < s->nnodes; n++)
+    for (int r : s->members[n]) s->blocked = s->blocked && r == next++;
+
+  int ok = 1;
+  if (s->nnodes == s->size) {
+    s->why = "one rank per node";
+    ok = 0;
+  }
+  int err = 0;
+  if (ok && s->node_size > 1) {
+    shaddr_host host{s->node_rank, s->node_size, host_allgather, host_barrier, s};
+    err = shaddr_comm_create(&host, &s->sc);  // same result on every rank of the node
+    if (err) {
+      s->sc = nullptr;
+      ok = 0;
+      s->why = std::string("shaddr_comm_create: ") + std::strerror(-err) + " (" +
+               shaddr_last_error() + ")";
+    }
+  }
+  // Every node must succeed, or nobody uses shaddr on this communicator.
+  int all_ok = 0;
+  PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+  if (!all_ok) {
+    if (s->why.empty()) s->why = "shaddr_comm_create failed on another node";
+    release(s);
+    s->freed = false;  // nothing is left to free; the attribute still owns the struct
+    return;
+  }
+  s->usable = true;
+}
+
+}  // namespace
+
+const Settings &settings() { return g_settings; }
+
+void init_globals() {
+  if (g_inited) return;
+  int initialized = 0, finalized = 0;
+  PMPI_Initialized(&initialized);
+  PMPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  g_inited = true;
+  g_settings.verbose = env_size("SHADDR_VERBOSE", 0) != 0;
+  g_settings.nodes = static_cast<int>(std::min<size_t>(env_size("SHADDR_NODES", 0), 1 << 20));
+  g_settings.min_bytes = env_size("SHADDR_INTERPOSE_MIN", 0);
+  g_settings.segment = std::max<size_t>(env_size("SHADDR_INTERPOSE_SEGMENT", 262144), 4096);
+  g_settings.off = env_size("SHADDR_INTERPOSE", 1) == 0;
+  int provided = MPI_THREAD_SINGLE;
+  PMPI_Query_thread(&provided);
+  if (g_settings.off) {
+    g_off = true;
+    g_off_why = "SHADDR_INTERPOSE=0";
+  } else if (provided == MPI_THREAD_MULTIPLE) {
+    // libshaddr's node communicators are not made for concurrent calls from several threads.
+    g_off = true;
+    g_off_why = "MPI_THREAD_MULTIPLE";
+  }
+  if (!g_off &&
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_cb, &g_keyval, nullptr) !=
+          MPI_SUCCESS) {
+    g_off = true;
+    g_off_why = "MPI_Comm_create_keyval failed";
+  }
+  if (g_off && g_settings.verbose) {
+    int r = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+    if (r == 0) std::fprintf(stderr, "shaddr-interpose: off (%s): every call goes to PMPI_*\n",
+                             g_off_why.c_str());
+  }
+}
+
+State *state_of(MPI_Comm comm) {
+  if (!g_inited) init_globals();
+  if (!g_inited || g_off || comm == MPI_COMM_NULL) return nullptr;
+  void *val = nullptr;
+  int flag = 0;
+  if (PMPI_Comm_get_attr(comm, g_keyval, &val, &flag) != MPI_SUCCESS) return nullptr;
+  if (flag) {
+    auto *s = static_cast<State *>(val);
+    return s->usable ? s : nullptr;
+  }
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return nullptr;
+  auto *s = new (std::nothrow) State;
+  if (!s) return nullptr;  // cannot happen in practice; would need agreement otherwise
+  s->comm = comm;
+  build(s);
+  if (s->usable) {
+    s->seq = ++g_seq;
+    g_live[s->seq] = s;
+    g_stats.comms_created++;
+  }
+  if (g_settings.verbose && s->rank == 0) {
+    if (s->usable)
+      std::fprintf(stderr,
+                   "shaddr-interpose: communicator of %d ranks: %d node(s)%s, backend %s\n",
+                   s->size, s->nnodes, g_settings.nodes > 1 ? " (SHADDR_NODES)" : "",
+                   s->sc ? shaddr_comm_backend(s->sc) : "-");
+    else
+      std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: forwarded (%s)\n",
+                   s->size, s->why.c_str());
+  }
+  PMPI_Comm_set_attr(comm, g_keyval, s);
+  return s->usable ? s : nullptr;
+}
+
+void finalize_all() {
+  if (!g_inited || g_off) return;
+  // Reverse creation order: the same order on every rank, as the creations were collective.
+  while (!g_live.empty()) {
+    State *s = std::prev(g_live.end())->second;
+    release(s);  // the struct stays with the attribute; MPI deletes it at finalize or never
+  }
+}
+
+void count_accel(shaddr_interpose_call c, const State &s) {
+  g_stats.accelerated[c]++;
+  if (s.multi()) g_stats.hierarchical[c]++;
+}
+void count_forward(shaddr_interpose_call c) { g_stats.forwarded[c]++; }
+void count_fallback(shaddr_interpose_call c) { g_stats.fallbacks[c]++; }
+
+void say(const State *s, const char *fmt, ...) {
+  if (!g_settings.verbose || (s && s->node_rank != 0)) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "shaddr-interpose: %s\n", msg);
+}
+
+void say_fallback(const State &s, const char *what, int shaddr_err) {
+  say(&s, "%s: libshaddr failed (%s: %s); falling back to PMPI_*", what,
+      std::strerror(-shaddr_err), shaddr_last_error());
+}
+
+}  // namespace shaddr::interpose
+
+extern "C" __attribute__((visibility("default"))) int shaddr_interpose_get_stats(
+    struct shaddr_interpose_stats *out) {
+  using namespace shaddr::interpose;
+  if (!out) return -EINVAL;
+  *out = g_stats;
+  for (const auto &[seq, s] : g_live) {
+    (void)seq;
+    shaddr_comm_stats st{};
+    if (s->sc && shaddr_comm_get_stats(s->sc, &st) == 0)
+      for (uint64_t c : st.calls) out->lib_calls += c;
+  }
+  return 0;
+}

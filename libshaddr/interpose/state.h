@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+// The interposer's per-communicator state: the node/leader hierarchy and the libshaddr node
+// communicator, cached on the user's communicator with an attribute keyval.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shaddr/coll.h"
+#include "shaddr_interpose.h"
+
+namespace shaddr::interpose {
+
+struct State {
+  MPI_Comm comm = MPI_COMM_NULL;  // the user's communicator (not owned)
+  bool usable = false;            // false: every collective on it is forwarded
+  std::string why;                // why not usable (SHADDR_VERBOSE)
+  int rank = 0, size = 0;
+
+  // Hierarchy. Node ranks follow comm rank order; nodes are numbered by their leader's rank.
+  MPI_Comm node = MPI_COMM_NULL;     // this rank's (virtual) node
+  MPI_Comm leaders = MPI_COMM_NULL;  // node rank 0 of every node; MPI_COMM_NULL elsewhere
+  int node_rank = 0, node_size = 0;
+  int nnodes = 0, my_node = 0;
+  std::vector<int> node_of;                 // comm rank -> node index
+  std::vector<int> local_of;                // comm rank -> node rank
+  std::vector<std::vector<int>> members;    // node index -> its comm ranks, ascending
+  bool blocked = false;  // nodes are consecutive blocks of comm ranks (no reordering needed)
+  shaddr_comm_t *sc = nullptr;  // over `node`; nullptr when the node has one rank
+
+  uint64_t seq = 0;  // creation order: finalize frees in reverse
+  bool freed = false;
+
+  bool leader() const { return node_rank == 0; }
+  bool multi() const { return nnodes > 1; }
+};
+
+// Settings (read once at MPI_Init or the first collective).
+struct Settings {
+  bool verbose = false;
+  int nodes = 0;               // SHADDR_NODES: virtual nodes per physical node (0/1: off)
+  size_t min_bytes = 0;        // SHADDR_INTERPOSE_MIN: smaller messages are forwarded
+  size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
+  bool off = false;            // SHADDR_INTERPOSE=0
+};
+
+const Settings &settings();
+
+// Lookup (creating on first use, collectively) of the state of @comm; nullptr when every
+// collective on @comm goes to PMPI_* (the decision is the same on every rank of @comm).
+State *state_of(MPI_Comm comm);
+
+// Frees every live state (reverse creation order) before PMPI_Finalize.
+void finalize_all();
+void init_globals();
+
+// Counters (shaddr_interpose_get_stats).
+void count_accel(shaddr_interpose_call c, const State &s);
+void count_forward(shaddr_interpose_call c);
+void count_fallback(shaddr_interpose_call c);
+
+// SHADDR_VERBOSE=1 diagnostics: printed by rank 0 of @comm's node (or every rank if @s is
+// nullptr), with shaddr_last_error() when @shaddr_err is non-zero.
+void say(const State *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void say_fallback(const State &s, const char *what, int shaddr_err);
+
+}  // namespace shaddr::interpose

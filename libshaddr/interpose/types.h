@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// MPI datatypes and ops as libshaddr sees them: byte ranges (packing what is not contiguous)
+// and enum shaddr_dtype / enum shaddr_op for the predefined ones.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "shaddr/coll.h"
+
+namespace shaddr::interpose {
+
+// The layout of one datatype.
+struct TypeInfo {
+  MPI_Count size = 0;       // bytes of data per element
+  MPI_Count extent = 0;     // stride between elements
+  MPI_Count true_lb = 0;    // offset of the first data byte
+  MPI_Count true_extent = 0;
+  bool ok = false;          // the queries succeeded
+  // (buf, count) is one contiguous run of count * size bytes at buf + true_lb.
+  bool contiguous(MPI_Count count) const {
+    return size == 0 || (size == true_extent && (count <= 1 || extent == size));
+  }
+};
+TypeInfo type_info(MPI_Datatype t);
+
+// Maps a predefined MPI type / op; false when libshaddr cannot reduce it (then forwarded).
+bool map_dtype(MPI_Datatype t, shaddr_dtype *out);
+bool map_op(MPI_Op op, shaddr_op *out);
+
+// A contiguous byte view of (buf, count, type) on this rank: the user's memory when the type is
+// contiguous, else a packed copy (in() packs, out() unpacks after the collective).
+class View {
+ public:
+  View() = default;
+  // @buf may be nullptr or MPI_IN_PLACE (the caller handles those); @count elements.
+  int init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo &ti);
+  char *data() { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  int pack_in();   // user buffer -> view (no-op when contiguous)
+  int unpack_out(); // view -> user buffer (no-op when contiguous)
+
+ private:
+  char *user_ = nullptr;
+  MPI_Count count_ = 0;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  MPI_Count tsize_ = 0;
+  MPI_Count extent_ = 0;
+  char *ptr_ = nullptr;
+  size_t bytes_ = 0;
+  bool packed_ = false;
+  std::vector<char> tmp_;
+};
+
+// Pack/unpack count elements of t at user into/from dst (native representation, which is the
+// concatenation of the type map's bytes on these MPIs); chunked to respect int limits.
+int pack(const char *user, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
+         char *dst);
+int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
+           char *user);
+
+}  // namespace shaddr::interpose
