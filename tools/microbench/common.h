@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// shaddr-microbench: what both modes share — a clock, medians, the machine's description, and
+// a small JSON writer (the results are flat enough that a library would be overkill).
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace microbench {
+
+double now();  // seconds, steady clock
+double median(std::vector<double> v);
+
+// Keeps the compiler from dropping a copy whose destination is never read.
+inline void clobber() { asm volatile("" ::: "memory"); }
+
+struct Machine {
+  std::string cpu;     // /proc/cpuinfo "model name"
+  std::string kernel;  // uname -r
+  int cpus = 0;        // online
+  size_t l1d = 0, l2 = 0, l3 = 0;  // cpu0's caches from sysfs, 0 if unknown
+  size_t default_chunk = 0;        // the SHADDR_CHUNK libshaddr picks with the variable unset
+  bool hypervisor = false;         // "hypervisor" cpu flag: a VM (KVM or TCG)
+  std::string loadavg;             // /proc/loadavg when the run started: others' load skews it
+};
+Machine describe_machine();
+
+std::string human_size(size_t bytes);  // 4K, 512K, 8M (exact powers of two stay exact)
+
+// Run-wide options.
+struct Options {
+  bool quick = false;    // smoke-test sizes and counts: seconds, not minutes
+  int ranks = 0;         // 0: online CPUs, at least 2
+  std::string backends;  // comma-separated list for the micro mode; empty: all four
+  std::vector<std::string> argv;  // the command line, quoted into the reports
+};
+
+// Appends JSON text. Objects and arrays are opened and closed by the caller; the writer only
+// places commas.
+class Json {
+ public:
+  void begin_object(const char *key = nullptr) { open(key, '{'); }
+  void end_object() { close('}'); }
+  void begin_array(const char *key = nullptr) { open(key, '['); }
+  void end_array() { close(']'); }
+  void field(const char *key, double v);
+  void field(const char *key, long long v);
+  void field(const char *key, size_t v) { field(key, static_cast<long long>(v)); }
+  void field(const char *key, int v) { field(key, static_cast<long long>(v)); }
+  void field(const char *key, bool v);
+  void field(const char *key, const std::string &v);
+  void field(const char *key, const char *v) { field(key, std::string(v)); }
+  const std::string &text() const { return out_; }
+
+ private:
+  void open(const char *key, char c);
+  void close(char c);
+  void sep(const char *key);
+  std::string out_;
+  std::vector<bool> first_{true};
+};
+
+std::string json_quote(const std::string &s);
+
+}  // namespace microbench

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+// shaddr-microbench: libshaddr's core costs (issue 5) and seed 001's segmentation table
+// (issue 6), measured on this machine. A benchmark, not a test: it asserts nothing about time.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common.h"
+#include "micro.h"
+#include "seed001.h"
+
+namespace {
+
+void usage(FILE *f) {
+  std::fputs(
+      "usage: shaddr-microbench [options]\n"
+      "  (default)          registration-cache hit and miss cost, copy bandwidth against\n"
+      "                     memcpy per backend (segment, window, cma, shm; unavailable ones are\n"
+      "                     skipped with the reason), Bcast FIFO throughput at 2 and 4 ranks\n"
+      "  --seed001          seed 001's Table 1: Bcast time vs message and segment size\n"
+      "  --mode M           with --seed001: chunk, loop or both (default both)\n"
+      "  --backends LIST    default mode: comma-separated subset of segment,window,cma,shm\n"
+      "  -n RANKS           ranks (--seed001: default the online CPUs, at least 2; default\n"
+      "                     mode: the larger FIFO run, default 4)\n"
+      "  --quick            a few sizes and iterations (the smoke test); numbers meaningless\n"
+      "  --json FILE        also write the results as JSON\n"
+      "  --markdown FILE    with --seed001: also write the tables as Markdown (the doc's)\n"
+      "  -h, --help         this text\n"
+      "The backend of the Bcast runs is SHADDR_BACKEND's choice, as in any communicator.\n",
+      f);
+}
+
+bool write_file(const char *path, const std::string &text) {
+  FILE *f = std::fopen(path, "w");
+  if (!f) {
+    std::perror(path);
+    return false;
+  }
+  const bool ok = std::fputs(text.c_str(), f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  using namespace microbench;
+  Options o;
+  bool seed001 = false;
+  std::string mode = "both";
+  const char *json_path = nullptr, *md_path = nullptr;
+  for (int i = 0; i < argc; i++) o.argv.push_back(argv[i]);
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--seed001") seed001 = true;
+    else if (a == "--quick") o.quick = true;
+    else if (a == "--mode" && has_value) mode = argv[++i];
+    else if (a == "--backends" && has_value) o.backends = argv[++i];
+    else if (a == "-n" && has_value) o.ranks = std::atoi(argv[++i]);
+    else if (a == "--json" && has_value) json_path = argv[++i];
+    else if (a == "--markdown" && has_value) md_path = argv[++i];
+    else if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+  if ((mode != "chunk" && mode != "loop" && mode != "both") || (o.ranks && o.ranks < 2) ||
+      (md_path && !seed001)) {
+    usage(stderr);
+    return 2;
+  }
+
+  const Machine m = describe_machine();
+  Json j;
+  j.begin_object();
+  j.field("tool", "shaddr-microbench");
+  j.field("mode", seed001 ? "seed001" : "micro");
+  j.field("quick", o.quick);
+  j.begin_object("machine");
+  j.field("cpu", m.cpu);
+  j.field("kernel", m.kernel);
+  j.field("cpus", m.cpus);
+  j.field("virtual_machine", m.hypervisor);
+  j.field("loadavg_at_start", m.loadavg);
+  j.field("l1d", m.l1d);
+  j.field("l2", m.l2);
+  j.field("l3", m.l3);
+  j.field("default_chunk", m.default_chunk);
+  j.end_object();
+
+  int rc = 0;
+  std::string error;
+  if (seed001) {
+    std::vector<Seed001Table> tables;
+    rc = run_seed001(o, m, mode, &tables, &error);
+    print_seed001(m, tables, stdout);
+    json_seed001(tables, &j);
+    if (md_path && !rc) {
+      std::string text;
+      char *buf = nullptr;
+      size_t len = 0;
+      FILE *mem = open_memstream(&buf, &len);
+      if (mem) {
+        markdown_seed001(o, m, tables, mem);
+        std::fclose(mem);
+        text.assign(buf, len);
+        std::free(buf);
+      }
+      if (!mem || !write_file(md_path, text)) rc = 1;
+    }
+  } else {
+    MicroResults r;
+    rc = run_micro(o, &r);
+    print_micro(o, m, r, stdout);
+    json_micro(r, &j);
+  }
+  j.field("error", error);
+  j.end_object();
+  if (!error.empty()) std::fprintf(stderr, "shaddr-microbench: %s\n", error.c_str());
+  if (json_path && !write_file(json_path, j.text())) rc = 1;
+  return rc ? 1 : 0;
+}
