@@ -20,6 +20,8 @@ help:
 	@echo "make deps       install every dependency from Debian's registry (idempotent)"
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
+	@echo "make microbench | microbench-vm   libshaddr core costs, host | VM (JSON in build/)"
+	@echo "make seed001-table  seed 001's segmentation table -> docs/seed001-segmentation.md"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
 
 deps:
@@ -87,6 +89,23 @@ bench-kmod: all
 		$(TOP)/tools/shaddr-vm -q --kernel $$k --results $(BUILD)/vm/bench-kmod-$$k \
 			-- $(BUILD)/tools/shaddr-window-bench 5 || exit 1; \
 	done
+
+# libshaddr core micro-benchmark (registration cache, copy bandwidth vs memcpy per backend, Bcast
+# FIFO): cma and shm on the host; segment and window in the VM on both kernels. Results as JSON.
+.PHONY: microbench microbench-vm seed001-table
+microbench: userspace
+	@mkdir -p $(BUILD)/microbench
+	$(BUILD)/tools/shaddr-microbench --json $(BUILD)/microbench/host.json
+
+microbench-vm: all
+	@for k in 6.1 6.12; do \
+		$(TOP)/tools/shaddr-vm -q --kernel $$k --results $(BUILD)/vm/microbench-$$k -- sh -c \
+			'$(BUILD)/tools/shaddr-microbench --json "$$SHADDR_VM_RESULTS/microbench.json"' || exit 1; \
+	done
+
+# Seed 001's segmentation table measured here, into docs/seed001-segmentation.md.
+seed001-table: userspace
+	@$(TOP)/tools/microbench/seed001-table --build $(BUILD)
 
 checkpatch: deps
 	@$(TOP)/tools/shaddr-checkpatch
