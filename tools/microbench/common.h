@@ -17,9 +17,9 @@ double median(std::vector<double> v);
 inline void clobber() { asm volatile("" ::: "memory"); }
 
 struct Machine {
-  std::string cpu;     // /proc/cpuinfo "model name"
-  std::string kernel;  // uname -r
-  int cpus = 0;        // online
+  std::string cpu;                 // /proc/cpuinfo "model name"
+  std::string kernel;              // uname -r
+  int cpus = 0;                    // online
   size_t l1d = 0, l2 = 0, l3 = 0;  // cpu0's caches from sysfs, 0 if unknown
   size_t default_chunk = 0;        // the SHADDR_CHUNK libshaddr picks with the variable unset
   bool hypervisor = false;         // "hypervisor" cpu flag: a VM (KVM or TCG)
@@ -31,9 +31,10 @@ std::string human_size(size_t bytes);  // 4K, 512K, 8M (exact powers of two stay
 
 // Run-wide options.
 struct Options {
-  bool quick = false;    // smoke-test sizes and counts: seconds, not minutes
-  int ranks = 0;         // 0: online CPUs, at least 2
-  std::string backends;  // comma-separated list for the micro mode; empty: all four
+  bool quick = false;             // smoke-test sizes and counts: seconds, not minutes
+  int ranks = 0;                  // 0: online CPUs, at least 2
+  int repeat = 3;                 // --seed001: passes over the whole table
+  std::string backends;           // comma-separated list for the micro mode; empty: all four
   std::vector<std::string> argv;  // the command line, quoted into the reports
 };
 

@@ -20,6 +20,7 @@ void usage(FILE *f) {
       "                     skipped with the reason), Bcast FIFO throughput at 2 and 4 ranks\n"
       "  --seed001          seed 001's Table 1: Bcast time vs message and segment size\n"
       "  --mode M           with --seed001: chunk, loop or both (default both)\n"
+      "  --repeat R         with --seed001: passes over the table, median of them (default 3)\n"
       "  --backends LIST    default mode: comma-separated subset of segment,window,cma,shm\n"
       "  -n RANKS           ranks (--seed001: default the online CPUs, at least 2; default\n"
       "                     mode: the larger FIFO run, default 4)\n"
@@ -53,13 +54,22 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--seed001") seed001 = true;
-    else if (a == "--quick") o.quick = true;
-    else if (a == "--mode" && has_value) mode = argv[++i];
-    else if (a == "--backends" && has_value) o.backends = argv[++i];
-    else if (a == "-n" && has_value) o.ranks = std::atoi(argv[++i]);
-    else if (a == "--json" && has_value) json_path = argv[++i];
-    else if (a == "--markdown" && has_value) md_path = argv[++i];
+    if (a == "--seed001")
+      seed001 = true;
+    else if (a == "--quick")
+      o.quick = true;
+    else if (a == "--mode" && has_value)
+      mode = argv[++i];
+    else if (a == "--backends" && has_value)
+      o.backends = argv[++i];
+    else if (a == "-n" && has_value)
+      o.ranks = std::atoi(argv[++i]);
+    else if (a == "--repeat" && has_value)
+      o.repeat = std::atoi(argv[++i]);
+    else if (a == "--json" && has_value)
+      json_path = argv[++i];
+    else if (a == "--markdown" && has_value)
+      md_path = argv[++i];
     else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
@@ -69,7 +79,7 @@ int main(int argc, char **argv) {
     }
   }
   if ((mode != "chunk" && mode != "loop" && mode != "both") || (o.ranks && o.ranks < 2) ||
-      (md_path && !seed001)) {
+      o.repeat < 1 || (md_path && !seed001)) {
     usage(stderr);
     return 2;
   }

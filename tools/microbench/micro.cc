@@ -29,8 +29,8 @@ class Mapping {
  public:
   explicit Mapping(size_t len, bool reserve_only) : len_(len) {
     const int extra = reserve_only ? MAP_NORESERVE : 0;
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra,
-                   -1, 0);
+    void *p =
+        mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
     p_ = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
     if (p_ && !reserve_only) std::memset(p_, 0x5a, len);  // resident, like a real buffer
   }
@@ -91,8 +91,7 @@ double bandwidth(size_t bytes, bool quick, F fn) {
 }
 
 // Rank 0's side for one backend: every measurement, into r.
-int measure_reader(shaddr::Backend &be, const Published &peer, const Options &o,
-                   BackendResult *r) {
+int measure_reader(shaddr::Backend &be, const Published &peer, const Options &o, BackendResult *r) {
   const int p = 1;
   const size_t max_copy = copy_sizes(o.quick).back();
   Mapping dst(max_copy, false), src(max_copy, false);
@@ -158,8 +157,10 @@ int measure_reader(shaddr::Backend &be, const Published &peer, const Options &o,
       const double hits = static_cast<double>(st->hits - h0m);
       r->miss_fraction = misses / static_cast<double>(n);
       // Any hits in the loop (a cache larger than the region) are charged at the hit cost.
-      if (misses > 0) r->miss_ns = (total * 1e9 - hits * r->hit_ns) / misses;
-      else r->reason += "the miss loop never missed; ";
+      if (misses > 0)
+        r->miss_ns = (total * 1e9 - hits * r->hit_ns) / misses;
+      else
+        r->reason += "the miss loop never missed; ";
     }
   }
 
@@ -194,7 +195,7 @@ BackendResult run_backend(const Named &b, const Options &o) {
     std::string why;
     if (b.make(h, &be, &why) != 0) {
       if (h.rank == 0) r.reason = why;  // says what failed and the errno text
-      return 0;  // not available here: skipped, not a failure
+      return 0;                         // not available here: skipped, not a failure
     }
     // The owner's memory lives until the final barrier.
     std::unique_ptr<Mapping> copy_buf, region;
@@ -275,8 +276,10 @@ int run_fifo(int ranks, const Options &o, std::vector<FifoResult> *out, std::str
     shaddr_comm_free(c);
     return err ? 1 : 0;
   });
-  if (old) setenv("SHADDR_BCAST_FIFO_MAX", saved.c_str(), 1);
-  else unsetenv("SHADDR_BCAST_FIFO_MAX");
+  if (old)
+    setenv("SHADDR_BCAST_FIFO_MAX", saved.c_str(), 1);
+  else
+    unsetenv("SHADDR_BCAST_FIFO_MAX");
   out->insert(out->end(), res.begin(), res.end());
   if (rc && error->empty()) *error = "a rank failed (status " + std::to_string(rc) + ")";
   return rc;
@@ -286,16 +289,18 @@ int run_fifo(int ranks, const Options &o, std::vector<FifoResult> *out, std::str
 
 int run_micro(const Options &o, MicroResults *r) {
   for (const Named &b : kBackends) {
-    if (!o.backends.empty() && ("," + o.backends + ",").find(std::string(",") + b.name + ",") ==
-                                   std::string::npos)
+    if (!o.backends.empty() &&
+        ("," + o.backends + ",").find(std::string(",") + b.name + ",") == std::string::npos)
       continue;
     std::fprintf(stderr, "shaddr-microbench: backend %s...\n", b.name);
     r->backends.push_back(run_backend(b, o));
   }
   int rc = 0;
   std::vector<int> rank_counts = {2};
-  if (o.ranks > 2) rank_counts.push_back(o.ranks);
-  else if (!o.quick) rank_counts.push_back(4);  // more ranks than cores: the backoff at work
+  if (o.ranks > 2)
+    rank_counts.push_back(o.ranks);
+  else if (!o.quick)
+    rank_counts.push_back(4);  // more ranks than cores: the backoff at work
   for (int n : rank_counts) {
     std::fprintf(stderr, "shaddr-microbench: Bcast FIFO, %d ranks...\n", n);
     if (run_fifo(n, o, &r->fifo, &r->fifo_error)) rc = 1;
@@ -323,8 +328,8 @@ void print_micro(const Options &o, const Machine &m, const MicroResults &r, FILE
                    b.miss_ns, b.miss_fraction * 100, human_size(b.granularity).c_str(),
                    b.read_call_ns);
     else
-      std::fprintf(out, "  %-8s %10s %12s %11s %10s %14.1f\n", b.name.c_str(), "-", "-", "-",
-                   "-", b.read_call_ns);
+      std::fprintf(out, "  %-8s %10s %12s %11s %10s %14.1f\n", b.name.c_str(), "-", "-", "-", "-",
+                   b.read_call_ns);
     if (!b.reason.empty()) std::fprintf(out, "           note: %s\n", b.reason.c_str());
   }
   std::fprintf(out, "  (- : copy-only backend, no mappings to cache)\n\n");
@@ -346,8 +351,9 @@ void print_micro(const Options &o, const Machine &m, const MicroResults &r, FILE
           std::fprintf(out, " %9.2f (%4.2fx)", b->copy[i].gb_per_s, b->copy[i].ratio);
       std::fprintf(out, "\n");
     }
-    std::fprintf(out, "  (memcpy column: the first backend's run; each backend's ratio uses the "
-                      "memcpy measured just before it)\n\n");
+    std::fprintf(out,
+                 "  (memcpy column: the first backend's run; each backend's ratio uses the "
+                 "memcpy measured just before it)\n\n");
   } else {
     std::fprintf(out, "\n  no backend measured\n\n");
   }

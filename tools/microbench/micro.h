@@ -19,13 +19,13 @@ struct CopyPoint {
 struct BackendResult {
   std::string name;
   bool available = false;
-  std::string reason;          // why not available, or what was skipped
-  bool cached = false;         // has a registration cache (maps peers' memory)
-  double hit_ns = 0;           // map+unmap of a cached range: no system call
-  double miss_ns = 0;          // map+unmap that misses: the backend's system calls
-  double miss_fraction = 0;    // of the timed lookups, the share that missed
-  size_t granularity = 0;      // mapping unit found by probing
-  double read_call_ns = 0;     // one 64-byte read() from the peer
+  std::string reason;        // why not available, or what was skipped
+  bool cached = false;       // has a registration cache (maps peers' memory)
+  double hit_ns = 0;         // map+unmap of a cached range: no system call
+  double miss_ns = 0;        // map+unmap that misses: the backend's system calls
+  double miss_fraction = 0;  // of the timed lookups, the share that missed
+  size_t granularity = 0;    // mapping unit found by probing
+  double read_call_ns = 0;   // one 64-byte read() from the peer
   std::vector<CopyPoint> copy;
 };
 

@@ -27,7 +27,7 @@ constexpr const char *kVars[] = {"SHADDR_CHUNK", "SHADDR_BCAST_FIFO_MAX", "SHADD
 
 std::string relation(const Machine &m, size_t s) {
   const std::pair<size_t, const char *> rel[] = {
-      {m.l1d / 4, "L1d/4"}, {m.l1d / 2, "L1d/2"}, {m.l1d, "L1d"}, {m.l2 / 4, "L2/4"},
+      {m.l1d / 4, "L1d/4"}, {m.l1d / 2, "L1d/2"}, {m.l1d, "L1d"},       {m.l2 / 4, "L2/4"},
       {m.l2 / 2, "L2/2"},   {m.l2, "L2"},         {m.l3 / 16, "L3/16"}, {m.l3, "L3"}};
   for (const auto &[size, name] : rel)
     if (size && size == s) return name;
@@ -100,45 +100,54 @@ int run_table(const Options &o, int ranks, const std::string &mode, Seed001Table
               std::string *error) {
   const size_t largest = t->messages.back();
   t->us.assign(t->messages.size(), std::vector<double>(t->columns.size(), -1));
-  return shaddr::run_forked(ranks, [&](const shaddr_host &h) {
+  // Per cell, the median of each pass; the cell is the median of those. Passes sweep every
+  // column in turn, so a burst of other load on the machine hits one pass, not one column.
+  std::vector<std::vector<std::vector<double>>> passes(
+      t->messages.size(), std::vector<std::vector<double>>(t->columns.size()));
+  const int npasses = o.quick ? 1 : o.repeat;
+  const int rc = shaddr::run_forked(ranks, [&](const shaddr_host &h) {
     std::vector<char> buf(largest, static_cast<char>(h.rank == 0 ? 0x11 : 0));
-    for (size_t ci = 0; ci < t->columns.size(); ci++) {
-      const Seed001Column &col = t->columns[ci];
-      apply_env(mode, col, largest);
-      shaddr_comm_t *c = nullptr;
-      if (shaddr_comm_create(&h, &c)) {
-        if (h.rank == 0) *error = std::string("shaddr_comm_create: ") + shaddr_last_error();
-        return 1;
-      }
-      if (h.rank == 0 && t->backend.empty()) t->backend = shaddr_comm_backend(c);
-      int err = 0;
-      for (size_t ri = 0; ri < t->messages.size() && !err; ri++) {
-        const size_t m = t->messages[ri];
-        if (col.segment > m) continue;  // the seed's "*"
-        const int iters =
-            o.quick ? 2 : std::clamp(static_cast<int>(32 * kMiB / m), 10, 200);
-        std::vector<double> samples;
-        for (int i = -2; i < iters && !err; i++) {  // two warm-up calls: first touch, mappings
-          if (h.rank != 0) buf[m - 1] = 0;  // checked below: this call must deliver it
-          if ((err = shaddr_barrier(c))) break;
-          const double t0 = now();
-          err = one_bcast(c, mode, col, buf.data(), m);
-          const double dt = now() - t0;
-          std::vector<double> all(h.size);
-          if (!err) err = h.allgather(&dt, all.data(), sizeof(double), h.ctx);
-          if (!err && h.rank != 0 && buf[m - 1] != 0x11) err = -EIO;
-          if (i >= 0) samples.push_back(*std::max_element(all.begin(), all.end()));
+    for (int pass = 0; pass < npasses; pass++)
+      for (size_t ci = 0; ci < t->columns.size(); ci++) {
+        const Seed001Column &col = t->columns[ci];
+        apply_env(mode, col, largest);
+        shaddr_comm_t *c = nullptr;
+        if (shaddr_comm_create(&h, &c)) {
+          if (h.rank == 0) *error = std::string("shaddr_comm_create: ") + shaddr_last_error();
+          return 1;
         }
-        if (h.rank == 0) t->us[ri][ci] = median(samples) * 1e6;
+        if (h.rank == 0 && t->backend.empty()) t->backend = shaddr_comm_backend(c);
+        int err = 0;
+        for (size_t ri = 0; ri < t->messages.size() && !err; ri++) {
+          const size_t m = t->messages[ri];
+          if (col.segment > m) continue;  // the seed's "*"
+          const int iters = o.quick ? 2 : std::clamp(static_cast<int>(128 * kMiB / m), 20, 500);
+          std::vector<double> samples;
+          for (int i = -2; i < iters && !err; i++) {  // two warm-up calls: first touch, mappings
+            if (h.rank != 0) buf[m - 1] = 0;          // checked below: this call must deliver it
+            if ((err = shaddr_barrier(c))) break;
+            const double t0 = now();
+            err = one_bcast(c, mode, col, buf.data(), m);
+            const double dt = now() - t0;
+            std::vector<double> all(h.size);
+            if (!err) err = h.allgather(&dt, all.data(), sizeof(double), h.ctx);
+            if (!err && h.rank != 0 && buf[m - 1] != 0x11) err = -EIO;
+            if (i >= 0) samples.push_back(*std::max_element(all.begin(), all.end()));
+          }
+          if (h.rank == 0) passes[ri][ci].push_back(median(samples) * 1e6);
+        }
+        if (err && h.rank == 0)
+          *error = std::string("Bcast (") + mode + ", " + col.label + "): " + shaddr_last_error() +
+                   " (" + std::strerror(err < 0 ? -err : err) + ")";
+        shaddr_comm_free(c);
+        if (err) return 1;
       }
-      if (err && h.rank == 0)
-        *error = std::string("Bcast (") + mode + ", " + col.label + "): " + shaddr_last_error() +
-                 " (" + std::strerror(err < 0 ? -err : err) + ")";
-      shaddr_comm_free(c);
-      if (err) return 1;
-    }
     return 0;
   });
+  for (size_t ri = 0; ri < t->messages.size(); ri++)
+    for (size_t ci = 0; ci < t->columns.size(); ci++)
+      if (!passes[ri][ci].empty()) t->us[ri][ci] = median(passes[ri][ci]);
+  return rc;
 }
 
 std::string cell(double us) {
@@ -188,8 +197,10 @@ int run_seed001(const Options &o, const Machine &m, const std::string &mode,
     out->push_back(t);
   }
   for (size_t i = 0; i < saved.size(); i++) {
-    if (saved[i] == "\x01") unsetenv(kVars[i]);
-    else setenv(kVars[i], saved[i].c_str(), 1);
+    if (saved[i] == "\x01")
+      unsetenv(kVars[i]);
+    else
+      setenv(kVars[i], saved[i].c_str(), 1);
   }
   return rc;
 }
@@ -199,9 +210,10 @@ void print_seed001(const Machine &m, const std::vector<Seed001Table> &tables, FI
                m.cpu.c_str(), human_size(m.l1d).c_str(), human_size(m.l2).c_str(),
                human_size(m.l3).c_str(), human_size(m.default_chunk).c_str());
   for (const Seed001Table &t : tables) {
-    std::fprintf(out, "\n%s mode, %d ranks, backend %s: %s\nBcast time in microseconds "
-                      "(slowest rank, median); * = segment larger than the message; "
-                      "< = fastest in the row\n",
+    std::fprintf(out,
+                 "\n%s mode, %d ranks, backend %s: %s\nBcast time in microseconds "
+                 "(slowest rank, median); * = segment larger than the message; "
+                 "< = fastest in the row\n",
                  t.mode.c_str(), t.ranks, t.backend.c_str(), t.how.c_str());
     std::fprintf(out, "%9s", "msg\\seg");
     for (const Seed001Column &c : t.columns) {
@@ -225,18 +237,21 @@ void markdown_seed001(const Options &o, const Machine &m, const std::vector<Seed
                       FILE *out) {
   std::string cmd;
   for (const std::string &a : o.argv) cmd += (cmd.empty() ? "" : " ") + a;
-  std::fprintf(out, "Machine: %s, %d online CPUs%s, kernel %s; caches of cpu0 from sysfs: "
-                    "L1d %s, L2 %s, L3 %s; libshaddr's default chunk (L2/2): %s.\n\n",
-               m.cpu.c_str(), m.cpus, m.hypervisor ? " (a virtual machine)" : "",
-               m.kernel.c_str(), human_size(m.l1d).c_str(), human_size(m.l2).c_str(),
-               human_size(m.l3).c_str(), human_size(m.default_chunk).c_str());
+  std::fprintf(out,
+               "Machine: %s, %d online CPUs%s, kernel %s; caches of cpu0 from sysfs: "
+               "L1d %s, L2 %s, L3 %s; libshaddr's default chunk (L2/2): %s.\n\n",
+               m.cpu.c_str(), m.cpus, m.hypervisor ? " (a virtual machine)" : "", m.kernel.c_str(),
+               human_size(m.l1d).c_str(), human_size(m.l2).c_str(), human_size(m.l3).c_str(),
+               human_size(m.default_chunk).c_str());
   std::fprintf(out, "Load average when the run started (`/proc/loadavg`): %s.\n\n",
                m.loadavg.c_str());
   std::fprintf(out, "Command: `%s`\n", cmd.c_str());
   for (const Seed001Table &t : tables) {
-    std::fprintf(out, "\n**%s mode** — %d ranks, backend `%s`: %s. Bcast time in µs (slowest "
-                      "rank, median of the iterations); `*` = segment larger than the message; "
-                      "**bold** = fastest in the row.\n\n",
+    std::fprintf(out,
+                 "\n**%s mode** — %d ranks, backend `%s`: %s. Bcast time in µs (slowest "
+                 "rank; median over passes of the median over iterations); `*` = segment larger "
+                 "than the message; "
+                 "**bold** = fastest in the row.\n\n",
                  t.mode.c_str(), t.ranks, t.backend.c_str(), t.how.c_str());
     std::fprintf(out, "| message \\ segment |");
     for (const Seed001Column &c : t.columns) std::fprintf(out, " %s |", column_label(c).c_str());
@@ -258,8 +273,9 @@ void markdown_seed001(const Options &o, const Machine &m, const std::vector<Seed
       if (t.columns[ci].default_chunk) dci = ci;
       if (t.columns[ci].defaults) defci = ci;
     }
-    std::fprintf(out, "\n| message | fastest segment | GB/s there | GB/s at the default chunk "
-                      "(%s) | GB/s with libshaddr defaults |\n|---|---|---:|---:|---:|\n",
+    std::fprintf(out,
+                 "\n| message | fastest segment | GB/s there | GB/s at the default chunk "
+                 "(%s) | GB/s with libshaddr defaults |\n|---|---|---:|---:|---:|\n",
                  human_size(m.default_chunk).c_str());
     auto gbps = [&](size_t ri, size_t ci) -> std::string {
       if (ci >= t.columns.size() || t.us[ri][ci] <= 0) return "*";
@@ -303,8 +319,10 @@ void json_seed001(const std::vector<Seed001Table> &tables, Json *j) {
       j->begin_array("us");
       for (double v : t.us[ri]) {
         // Cells where the segment exceeds the message are null (the seed's "*").
-        if (v < 0) j->field(nullptr, std::nan(""));
-        else j->field(nullptr, v);
+        if (v < 0)
+          j->field(nullptr, std::nan(""));
+        else
+          j->field(nullptr, v);
       }
       j->end_array();
       j->end_object();

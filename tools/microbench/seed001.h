@@ -11,9 +11,9 @@
 namespace microbench {
 
 struct Seed001Column {
-  std::string label;     // "4K", "256K", "not segmented", "libshaddr default"
-  std::string relation;  // "L1d", "L2/2", ... or empty
-  size_t segment = 0;    // 0: the whole message
+  std::string label;           // "4K", "256K", "not segmented", "libshaddr default"
+  std::string relation;        // "L1d", "L2/2", ... or empty
+  size_t segment = 0;          // 0: the whole message
   bool default_chunk = false;  // the SHADDR_CHUNK libshaddr picks by itself
   bool defaults = false;       // libshaddr with nothing overridden
 };
