@@ -133,8 +133,11 @@ int hier_reduce(State &s, const void *in, void *out, int count, MPI_Datatype t, 
     int rc;
     if (root < 0)
       rc = PMPI_Allreduce(MPI_IN_PLACE, nres.data(), count, t, op, s.leaders);
-    else if (s.my_node == rn)
-      rc = PMPI_Reduce(MPI_IN_PLACE, nres.data(), count, t, op, rn, s.leaders);
+    else if (s.my_node == rn) {
+      // Not MPI_IN_PLACE: MPICH 4.0.2 crashes on an in-place Reduce at a root other than 0.
+      std::vector<char> mine(nres);
+      rc = PMPI_Reduce(mine.data(), nres.data(), count, t, op, rn, s.leaders);
+    }
     else
       rc = PMPI_Reduce(nres.data(), nullptr, count, t, op, rn, s.leaders);
     if (rc) return rc;
