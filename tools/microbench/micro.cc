@@ -252,11 +252,19 @@ int run_fifo(int ranks, const Options &o, std::vector<FifoResult> *out, std::str
     std::vector<char> buf(sizes.back(), 1);
     int err = 0;
     for (size_t s : sizes) {
-      const long long n =
-          o.quick ? 50 : std::clamp<long long>(static_cast<long long>(64 * kMiB / s), 500, 20000);
-      for (int i = 0; i < 20 && !err; i++) err = shaddr_bcast(c, buf.data(), s, 0);
+      // Warm up and calibrate: enough messages for ~0.3 s at the rate just seen (an emulated
+      // or oversubscribed node is 100x slower than a quiet one), as rank 0 decides for all.
+      const int probe = o.quick ? 10 : 100;
+      double t0 = now();
+      for (int i = 0; i < probe && !err; i++) err = shaddr_bcast(c, buf.data(), s, 0);
       if (!err) err = shaddr_barrier(c);
-      const double t0 = now();
+      const double per = (now() - t0) / probe;
+      long long n =
+          o.quick ? 50 : std::clamp<long long>(static_cast<long long>(0.3 / per), 200, 20000);
+      std::vector<long long> all(h.size);
+      if (!err) err = h.allgather(&n, all.data(), sizeof(n), h.ctx);
+      n = all[0];
+      t0 = now();
       for (long long i = 0; i < n && !err; i++) err = shaddr_bcast(c, buf.data(), s, 0);
       if (!err) err = shaddr_barrier(c);
       const double t = now() - t0;
