@@ -7,7 +7,7 @@ BUILD := $(TOP)/build
 KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-unit test-kmod test-mpi \
+.PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-unit test-kmod test-mpi test-mpi-full \
 	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help
 
 all: kmod userspace
@@ -17,6 +17,7 @@ help:
 	@echo "make run        build, load the module (VM, or host where it can), show /dev/shaddr"
 	@echo "make test       unit tests, kernel tests in the VM (6.1 and 6.12), MPI tests"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
+	@echo "make test-mpi-full  the interposer's whole MPI test matrix (hours)"
 	@echo "make deps       install every dependency from Debian's registry (idempotent)"
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
@@ -77,6 +78,10 @@ test-kmod: all
 
 test-mpi: all
 	@$(TOP)/tools/shaddr-test mpi
+
+# Every MPI test of the interposer: both MPIs, 1-8 ranks, SHADDR_NODES=1 and 2 (hours on 2 cores).
+test-mpi-full: all
+	@SHADDR_TEST_MPI=full $(TOP)/tools/shaddr-test mpi
 
 # MPI comparison: every contender present here vs the memory-copy limit, into build/report/.
 # (tools/shaddr-compare --short is the few-minute version.)
