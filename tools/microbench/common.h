@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ struct Options {
   bool quick = false;             // smoke-test sizes and counts: seconds, not minutes
   int ranks = 0;                  // 0: online CPUs, at least 2
   int repeat = 3;                 // --seed001: passes over the whole table
+  int iters = 0;                  // --seed001: iterations per cell (0: by size, 20-500)
+  size_t max_message = SIZE_MAX;  // --seed001: largest message row (an emulated guest is slow)
   std::string backends;           // comma-separated list for the micro mode; empty: all four
   std::vector<std::string> argv;  // the command line, quoted into the reports
 };

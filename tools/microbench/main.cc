@@ -21,6 +21,8 @@ void usage(FILE *f) {
       "  --seed001          seed 001's Table 1: Bcast time vs message and segment size\n"
       "  --mode M           with --seed001: chunk, loop or both (default both)\n"
       "  --repeat R         with --seed001: passes over the table, median of them (default 3)\n"
+      "  --iters N          with --seed001: iterations per cell (default by size, 20-500)\n"
+      "  --max-message B    with --seed001: largest message row (bytes, K or M; default 8M)\n"
       "  --backends LIST    default mode: comma-separated subset of segment,window,cma,shm\n"
       "  -n RANKS           ranks (--seed001: default the online CPUs, at least 2; default\n"
       "                     mode: the larger FIFO run, default 4)\n"
@@ -30,6 +32,15 @@ void usage(FILE *f) {
       "  -h, --help         this text\n"
       "The backend of the Bcast runs is SHADDR_BACKEND's choice, as in any communicator.\n",
       f);
+}
+
+// Bytes, with an optional K or M suffix (as the SHADDR_* sizes).
+size_t parse_size(const char *text) {
+  char *end = nullptr;
+  size_t v = std::strtoull(text, &end, 0);
+  if (end && (*end == 'K' || *end == 'k')) v <<= 10;
+  if (end && (*end == 'M' || *end == 'm')) v <<= 20;
+  return v;
 }
 
 bool write_file(const char *path, const std::string &text) {
@@ -64,6 +75,10 @@ int main(int argc, char **argv) {
       o.backends = argv[++i];
     else if (a == "-n" && has_value)
       o.ranks = std::atoi(argv[++i]);
+    else if (a == "--iters" && has_value)
+      o.iters = std::atoi(argv[++i]);
+    else if (a == "--max-message" && has_value)
+      o.max_message = parse_size(argv[++i]);
     else if (a == "--repeat" && has_value)
       o.repeat = std::atoi(argv[++i]);
     else if (a == "--json" && has_value)

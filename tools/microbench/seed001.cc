@@ -70,10 +70,12 @@ std::vector<Seed001Column> columns(const Machine &m, const std::string &mode, bo
   return cols;
 }
 
-std::vector<size_t> messages(bool quick) {
+std::vector<size_t> messages(bool quick, size_t max_message) {
   if (quick) return {4 * kKiB, 64 * kKiB, 1 * kMiB};
   std::vector<size_t> v;
-  for (size_t s = 4 * kKiB; s <= 8 * kMiB; s *= 2) v.push_back(s);  // the seed's rows
+  for (size_t s = 4 * kKiB; s <= std::min(8 * kMiB, max_message); s *= 2)
+    v.push_back(s);  // the seed's rows
+  if (v.empty()) v.push_back(4 * kKiB);
   return v;
 }
 
@@ -121,7 +123,9 @@ int run_table(const Options &o, int ranks, const std::string &mode, Seed001Table
         for (size_t ri = 0; ri < t->messages.size() && !err; ri++) {
           const size_t m = t->messages[ri];
           if (col.segment > m) continue;  // the seed's "*"
-          const int iters = o.quick ? 2 : std::clamp(static_cast<int>(128 * kMiB / m), 20, 500);
+          const int iters = o.quick       ? 2
+                            : o.iters > 0 ? o.iters
+                                          : std::clamp(static_cast<int>(128 * kMiB / m), 20, 500);
           std::vector<double> samples;
           for (int i = -2; i < iters && !err; i++) {  // two warm-up calls: first touch, mappings
             if (h.rank != 0) buf[m - 1] = 0;          // checked below: this call must deliver it
@@ -192,7 +196,7 @@ int run_seed001(const Options &o, const Machine &m, const std::string &mode,
                 : "ceil(message / segment) shaddr_bcast calls of one segment (seed 001, Fig. 1)";
     t.ranks = ranks;
     t.columns = columns(m, md, o.quick);
-    t.messages = messages(o.quick);
+    t.messages = messages(o.quick, o.max_message);
     if ((rc = run_table(o, ranks, md, &t, error))) break;
     out->push_back(t);
   }
