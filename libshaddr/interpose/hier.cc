@@ -14,7 +14,7 @@ constexpr int kTagReduce = 7001;  // root's leader -> root on the (private) node
 
 int node_barrier(State &s, bool *fb) {
   if (!s.sc) return MPI_SUCCESS;
-  int rc = shaddr_barrier(s.sc);
+  int rc = inject_fault(s, shaddr_barrier(s.sc));
   if (!rc) return MPI_SUCCESS;
   say_fallback(s, "node Barrier", rc);
   *fb = true;
@@ -23,7 +23,7 @@ int node_barrier(State &s, bool *fb) {
 
 int node_bcast(State &s, void *buf, size_t bytes, int nroot, bool *fb) {
   if (!s.sc || bytes == 0) return MPI_SUCCESS;
-  int rc = shaddr_bcast(s.sc, buf, bytes, nroot);
+  int rc = inject_fault(s, shaddr_bcast(s.sc, buf, bytes, nroot));
   if (!rc) return MPI_SUCCESS;
   say_fallback(s, "node Bcast", rc);
   *fb = true;
@@ -99,9 +99,9 @@ int hier_bcast(State &s, char *buf, size_t bytes, int root, bool *fb) {
   if (s.leader())
     if (int rc = p.post(buf, bytes, rn, s.leaders)) return rc;
   if (!s.sc) return s.leader() ? p.finish() : MPI_SUCCESS;
-  int rc = shaddr_bcast_segmented(s.sc, buf, bytes, 0, p.seg,
-                                  s.leader() ? Pipeline::ready : nullptr,
-                                  s.leader() ? &p : nullptr);
+  int rc = inject_fault(s, shaddr_bcast_segmented(s.sc, buf, bytes, 0, p.seg,
+                                                  s.leader() ? Pipeline::ready : nullptr,
+                                                  s.leader() ? &p : nullptr));
   int mpi_rc = s.leader() ? p.finish() : MPI_SUCCESS;
   if (mpi_rc) return mpi_rc;
   if (!rc) return MPI_SUCCESS;
@@ -119,7 +119,8 @@ int hier_reduce(State &s, const void *in, void *out, int count, MPI_Datatype t, 
   if (!s.sc) {
     std::memcpy(nres.data(), in, bytes);
   } else {
-    int rc = shaddr_reduce(s.sc, in, s.leader() ? nres.data() : nullptr, count, dt, sop, 0);
+    int rc = inject_fault(
+        s, shaddr_reduce(s.sc, in, s.leader() ? nres.data() : nullptr, count, dt, sop, 0));
     if (rc) {
       say_fallback(s, "node Reduce", rc);
       *fb = true;
@@ -182,7 +183,7 @@ int hier_allgather(State &s, const char *in, size_t bytes, char *out, bool *fb) 
     if (g != in) std::memmove(g, in, bytes);
   } else {
     const void *send = s.leader() && in == g ? SHADDR_IN_PLACE : in;
-    int rc = shaddr_gather(s.sc, send, bytes, g, 0);
+    int rc = inject_fault(s, shaddr_gather(s.sc, send, bytes, g, 0));
     if (rc) {
       say_fallback(s, "node Gather", rc);
       *fb = true;
@@ -221,7 +222,7 @@ int hier_alltoall(State &s, const char *in, size_t bytes, char *out, bool *fb) {
   const char *g = in;
   if (s.sc) {
     if (s.leader()) gbuf.resize(ns * row);
-    int rc = shaddr_gather(s.sc, in, row, s.leader() ? gbuf.data() : nullptr, 0);
+    int rc = inject_fault(s, shaddr_gather(s.sc, in, row, s.leader() ? gbuf.data() : nullptr, 0));
     if (rc) {
       say_fallback(s, "node Gather (Alltoall)", rc);
       *fb = true;
@@ -269,7 +270,7 @@ int hier_alltoall(State &s, const char *in, size_t bytes, char *out, bool *fb) {
   }
   if (!s.sc) return MPI_SUCCESS;
   // 3. Node scatter of each member's receive buffer.
-  int rc = shaddr_scatter(s.sc, s.leader() ? t : nullptr, row, out, 0);
+  int rc = inject_fault(s, shaddr_scatter(s.sc, s.leader() ? t : nullptr, row, out, 0));
   if (!rc) return MPI_SUCCESS;
   say_fallback(s, "node Scatter (Alltoall)", rc);
   *fb = true;

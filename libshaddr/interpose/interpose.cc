@@ -36,7 +36,8 @@ struct Call {
 bool small(size_t bytes) { return bytes == 0 || bytes < settings().min_bytes; }
 
 // Single node: shaddr result -> MPI result, or a note that the caller must fall back.
-bool failed(const State &s, Call &c, const char *name, int rc) {
+bool failed(State &s, Call &c, const char *name, int rc) {
+  rc = inject_fault(s, rc);
   if (!rc) {
     count_accel(c.which, s);
     return false;
@@ -46,7 +47,10 @@ bool failed(const State &s, Call &c, const char *name, int rc) {
   return true;
 }
 
-int hier_done(const State &s, Call &c, int rc, bool fell_back) {
+// Counts a hierarchical call. Takes the flag by pointer: it must be read after the algorithm ran
+// (function arguments are evaluated in no fixed order).
+int hier_done(const State &s, Call &c, int rc, const bool *fell_back_p) {
+  const bool fell_back = *fell_back_p;
   if (fell_back)
     count_fallback(c.which);
   else if (rc == MPI_SUCCESS)
@@ -161,7 +165,7 @@ int MPI_Barrier(MPI_Comm comm) {
   if (!s) return c.forward(PMPI_Barrier(comm));
   if (s->multi()) {
     bool fb = false;
-    return hier_done(*s, c, hier_barrier(*s, &fb), fb);
+    return hier_done(*s, c, hier_barrier(*s, &fb), &fb);
   }
   if (failed(*s, c, "Barrier", shaddr_barrier(s->sc))) return PMPI_Barrier(comm);
   return MPI_SUCCESS;
@@ -182,7 +186,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
   int rc = MPI_SUCCESS;
   if (s->multi()) {
     bool fb = false;
-    rc = hier_done(*s, c, hier_bcast(*s, v.data(), bytes, root, &fb), fb);
+    rc = hier_done(*s, c, hier_bcast(*s, v.data(), bytes, root, &fb), &fb);
   } else if (failed(*s, c, "Bcast", shaddr_bcast(s->sc, v.data(), bytes, root))) {
     return PMPI_Bcast(buf, count, type, root, comm);  // the root's data was only read
   }
@@ -209,7 +213,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     return hier_done(*s, c,
                      hier_reduce(*s, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, dt,
                                  sop, root, &fb),
-                     fb);
+                     &fb);
   }
   Backup keep;
   if (in_place) keep.save(static_cast<char *>(recvbuf), bytes);
@@ -239,7 +243,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     return hier_done(*s, c,
                      hier_reduce(*s, in_place ? recvbuf : sendbuf, recvbuf, count, type, op, dt,
                                  sop, -1, &fb),
-                     fb);
+                     &fb);
   }
   Backup keep;
   if (in_place) keep.save(static_cast<char *>(recvbuf), bytes);
@@ -434,7 +438,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
   if (s->multi()) {
     bool fb = false;
     int rc = hier_done(*s, c, hier_allgather(*s, in_place ? own : sv.data(), bytes, rv.data(), &fb),
-                       fb);
+                       &fb);
     return rc ? rc : rv.unpack_out();
   }
   Backup keep;
@@ -520,7 +524,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
   }
   if (s->multi()) {
     bool fb = false;
-    int rc = hier_done(*s, c, hier_alltoall(*s, in, bytes, rv.data(), &fb), fb);
+    int rc = hier_done(*s, c, hier_alltoall(*s, in, bytes, rv.data(), &fb), &fb);
     return rc ? rc : rv.unpack_out();
   }
   int rc = shaddr_alltoall(s->sc, in, bytes, rv.data());

@@ -182,6 +182,7 @@ void init_globals() {
   g_settings.min_bytes = env_size("SHADDR_INTERPOSE_MIN", 0);
   g_settings.segment = std::max<size_t>(env_size("SHADDR_INTERPOSE_SEGMENT", 262144), 4096);
   g_settings.off = env_size("SHADDR_INTERPOSE", 1) == 0;
+  g_settings.fail_every = env_size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
   int provided = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&provided);
   if (g_settings.off) {
@@ -269,7 +270,15 @@ void say(const State *s, const char *fmt, ...) {
 
 void say_fallback(const State &s, const char *what, int shaddr_err) {
   say(&s, "%s: libshaddr failed (%s: %s); falling back to PMPI_*", what,
-      std::strerror(-shaddr_err), shaddr_last_error());
+      std::strerror(-shaddr_err),
+      s.injected ? "injected by SHADDR_INTERPOSE_FAIL_EVERY" : shaddr_last_error());
+}
+
+int inject_fault(State &s, int rc) {
+  s.injected = false;
+  if (rc || !g_settings.fail_every || ++s.lib_seq % g_settings.fail_every) return rc;
+  s.injected = true;
+  return -ECANCELED;
 }
 
 }  // namespace shaddr::interpose

@@ -34,6 +34,8 @@ struct State {
 
   uint64_t seq = 0;  // creation order: finalize frees in reverse
   bool freed = false;
+  uint64_t lib_seq = 0;    // libshaddr calls on this rank (SHADDR_INTERPOSE_FAIL_EVERY)
+  bool injected = false;   // the last failure was injected
 
   bool leader() const { return node_rank == 0; }
   bool multi() const { return nnodes > 1; }
@@ -46,6 +48,7 @@ struct Settings {
   size_t min_bytes = 0;        // SHADDR_INTERPOSE_MIN: smaller messages are forwarded
   size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
   bool off = false;            // SHADDR_INTERPOSE=0
+  uint64_t fail_every = 0;     // SHADDR_INTERPOSE_FAIL_EVERY: testing aid, see inject_fault
 };
 
 const Settings &settings();
@@ -67,5 +70,11 @@ void count_fallback(shaddr_interpose_call c);
 // nullptr), with shaddr_last_error() when @shaddr_err is non-zero.
 void say(const State *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void say_fallback(const State &s, const char *what, int shaddr_err);
+
+// Testing aid for the fallback paths: with SHADDR_INTERPOSE_FAIL_EVERY=n, every n-th libshaddr
+// call on a communicator is reported as failed (-ECANCELED) after it ran, so its outputs are
+// already written when PMPI_* redoes the call. Ranks of a node make the same libshaddr calls on
+// a communicator in the same order, so they agree on which ones fail, as with real failures.
+int inject_fault(State &s, int rc);
 
 }  // namespace shaddr::interpose
