@@ -214,6 +214,83 @@ int hier_allgather(State &s, const char *in, size_t bytes, char *out, bool *fb) 
   return node_bcast(s, out, static_cast<size_t>(s.size) * bytes, 0, fb);
 }
 
+namespace {
+
+// Seed 002's 2D virtual mesh message combining for the leaders' exchange of a short Alltoall:
+// phase 1 sends, along my row, to the leader in column j everything for column j's leaders
+// (combined); phase 2 sends, along my column, to each leader what my row has for it. Each
+// leader sends rows + columns messages instead of nnodes, each up to nnodes blocks long.
+// In: sbuf holds B[me->d] at sdispl[d]; out: rbuf gets B[src->me] at rdispl[src], as
+// PMPI_Alltoallv on the leaders would leave them.
+int mesh_exchange(State &s, const char *sbuf, const std::vector<int> &sdispl, char *rbuf,
+                  const std::vector<int> &rdispl, size_t bytes) {
+  const int cols = s.mesh_cols, rows = s.nnodes / cols;
+  const int me = s.my_node, r = me / cols, c = me % cols;
+  auto blk = [&](int from, int to) {
+    return static_cast<int>(s.members[from].size() * s.members[to].size() * bytes);
+  };
+  // Phase 1, within my row (ranked by column).
+  std::vector<int> sc1(cols), sd1(cols), rc1(cols), rd1(cols);
+  int so = 0, ro = 0;
+  for (int j = 0; j < cols; j++) {
+    sd1[j] = so;
+    rd1[j] = ro;
+    sc1[j] = rc1[j] = 0;
+    for (int i = 0; i < rows; i++) {
+      sc1[j] += blk(me, i * cols + j);        // mine, for column j's leaders
+      rc1[j] += blk(r * cols + j, i * cols + c);  // row neighbour j's, for my column
+    }
+    so += sc1[j];
+    ro += rc1[j];
+  }
+  std::vector<char> s1(static_cast<size_t>(so)), r1(static_cast<size_t>(ro));
+  for (int j = 0, off = 0; j < cols; j++)
+    for (int i = 0; i < rows; i++) {
+      const int d = i * cols + j;
+      std::memcpy(s1.data() + off, sbuf + sdispl[d], static_cast<size_t>(blk(me, d)));
+      off += blk(me, d);
+    }
+  if (int rc = PMPI_Alltoallv(s1.data(), sc1.data(), sd1.data(), MPI_BYTE, r1.data(), rc1.data(),
+                              rd1.data(), MPI_BYTE, s.mesh_row))
+    return rc;
+  // Phase 2, within my column (ranked by row): to row i's leader of my column, the blocks my
+  // row's leaders have for it (in r1: from row neighbour j, ordered by destination row).
+  std::vector<int> sc2(rows), sd2(rows), rc2(rows), rd2(rows);
+  so = ro = 0;
+  for (int i = 0; i < rows; i++) {
+    sd2[i] = so;
+    rd2[i] = ro;
+    sc2[i] = rc2[i] = 0;
+    for (int j = 0; j < cols; j++) {
+      sc2[i] += blk(r * cols + j, i * cols + c);
+      rc2[i] += blk(i * cols + j, me);
+    }
+    so += sc2[i];
+    ro += rc2[i];
+  }
+  std::vector<char> s2(static_cast<size_t>(so)), r2(static_cast<size_t>(ro));
+  for (int i = 0, off = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) {
+      const int src = r * cols + j;
+      int at = rd1[j];
+      for (int i2 = 0; i2 < i; i2++) at += blk(src, i2 * cols + c);
+      std::memcpy(s2.data() + off, r1.data() + at, static_cast<size_t>(blk(src, i * cols + c)));
+      off += blk(src, i * cols + c);
+    }
+  if (int rc = PMPI_Alltoallv(s2.data(), sc2.data(), sd2.data(), MPI_BYTE, r2.data(), rc2.data(),
+                              rd2.data(), MPI_BYTE, s.mesh_col))
+    return rc;
+  for (int i = 0, off = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) {
+      const int src = i * cols + j;
+      std::memcpy(rbuf + rdispl[src], r2.data() + off, static_cast<size_t>(blk(src, me)));
+      off += blk(src, me);
+    }
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
 int hier_alltoall(State &s, const char *in, size_t bytes, char *out, bool *fb) {
   const size_t row = static_cast<size_t>(s.size) * bytes;  // one rank's send or receive buffer
   const size_t ns = static_cast<size_t>(s.node_size);
@@ -254,9 +331,14 @@ int hier_alltoall(State &s, const char *in, size_t bytes, char *out, bool *fb) {
           std::memcpy(p, g + j * row + static_cast<size_t>(dst) * bytes, bytes);
           p += bytes;
         }
-    if (int rc = PMPI_Alltoallv(sbuf.data(), scount.data(), sdispl.data(), MPI_BYTE,
-                                rbuf.data(), rcount.data(), rdispl.data(), MPI_BYTE, s.leaders))
+    if (s.mesh_cols && bytes <= settings().mesh_max) {
+      if (int rc = mesh_exchange(s, sbuf.data(), sdispl, rbuf.data(), rdispl, bytes)) return rc;
+      count_mesh();
+    } else if (int rc = PMPI_Alltoallv(sbuf.data(), scount.data(), sdispl.data(), MPI_BYTE,
+                                       rbuf.data(), rcount.data(), rdispl.data(), MPI_BYTE,
+                                       s.leaders)) {
       return rc;
+    }
     if (s.sc) {
       tbuf.resize(ns * row);
       t = tbuf.data();

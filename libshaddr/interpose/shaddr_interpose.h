@@ -41,6 +41,8 @@ enum shaddr_interpose_call {
  * @lib_calls: collectives libshaddr's node communicators ran (their own statistics, summed
  *             over live and freed communicators)
  * @comms_created: communicators that got shaddr state; @comms_freed: of those, freed again
+ * @mesh_alltoall: leaders' exchanges of a hierarchical Alltoall done in two phases over the
+ *                 2D virtual mesh of the leaders (seed 002's message combining)
  */
 struct shaddr_interpose_stats {
 	uint64_t accelerated[SHADDR_IP_COUNT];
@@ -50,6 +52,7 @@ struct shaddr_interpose_stats {
 	uint64_t lib_calls;
 	uint64_t comms_created;
 	uint64_t comms_freed;
+	uint64_t mesh_alltoall;
 };
 
 /* 0, or -EINVAL for NULL. */

@@ -67,6 +67,8 @@ void release(State *s) {
     if (rc) say(s, "shaddr_comm_free: %s", std::strerror(-rc));
     s->sc = nullptr;
   }
+  if (s->mesh_row != MPI_COMM_NULL) PMPI_Comm_free(&s->mesh_row);
+  if (s->mesh_col != MPI_COMM_NULL) PMPI_Comm_free(&s->mesh_col);
   if (s->leaders != MPI_COMM_NULL) PMPI_Comm_free(&s->leaders);
   if (s->node != MPI_COMM_NULL) PMPI_Comm_free(&s->node);
   if (s->seq) {
@@ -138,6 +140,16 @@ void build(State *s) {
   for (int n = 0, next = 0; n < s->nnodes; n++)
     for (int r : s->members[n]) s->blocked = s->blocked && r == next++;
 
+  // The leaders' virtual mesh: the most square factorisation; none when it would be a line.
+  for (int c = 1; c * c <= s->nnodes; c++)
+    if (s->nnodes % c == 0) s->mesh_cols = c;
+  if (s->mesh_cols < 2) s->mesh_cols = 0;
+  if (s->mesh_cols && s->leader()) {
+    const int me = s->my_node, cols = s->mesh_cols;
+    PMPI_Comm_split(s->leaders, me / cols, me % cols, &s->mesh_row);
+    PMPI_Comm_split(s->leaders, me % cols, me / cols, &s->mesh_col);
+  }
+
   int ok = 1;
   if (s->nnodes == s->size) {
     s->why = "one rank per node";
@@ -183,6 +195,7 @@ void init_globals() {
   g_settings.segment = std::max<size_t>(env_size("SHADDR_INTERPOSE_SEGMENT", 262144), 4096);
   g_settings.off = env_size("SHADDR_INTERPOSE", 1) == 0;
   g_settings.fail_every = env_size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
+  g_settings.mesh_max = env_size("SHADDR_INTERPOSE_MESH_MAX", 64);
   int provided = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&provided);
   if (g_settings.off) {
@@ -257,6 +270,7 @@ void count_accel(shaddr_interpose_call c, const State &s) {
 }
 void count_forward(shaddr_interpose_call c) { g_stats.forwarded[c]++; }
 void count_fallback(shaddr_interpose_call c) { g_stats.fallbacks[c]++; }
+void count_mesh() { g_stats.mesh_alltoall++; }
 
 void say(const State *s, const char *fmt, ...) {
   if (!g_settings.verbose || (s && s->node_rank != 0)) return;

@@ -30,6 +30,11 @@ struct State {
   std::vector<int> local_of;                // comm rank -> node rank
   std::vector<std::vector<int>> members;    // node index -> its comm ranks, ascending
   bool blocked = false;  // nodes are consecutive blocks of comm ranks (no reordering needed)
+  // Seed 002's 2D virtual mesh over the leaders (short Alltoall): nnodes = rows x mesh_cols,
+  // leader i at row i / mesh_cols, column i % mesh_cols; mesh_cols 0: no mesh.
+  int mesh_cols = 0;
+  MPI_Comm mesh_row = MPI_COMM_NULL;  // the leaders of my row, ranked by column
+  MPI_Comm mesh_col = MPI_COMM_NULL;  // the leaders of my column, ranked by row
   shaddr_comm_t *sc = nullptr;  // over `node`; nullptr when the node has one rank
 
   uint64_t seq = 0;  // creation order: finalize frees in reverse
@@ -47,6 +52,8 @@ struct Settings {
   int nodes = 0;               // SHADDR_NODES: virtual nodes per physical node (0/1: off)
   size_t min_bytes = 0;        // SHADDR_INTERPOSE_MIN: smaller messages are forwarded
   size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
+  size_t mesh_max = 64;        // SHADDR_INTERPOSE_MESH_MAX: Alltoall blocks up to this many
+                               // bytes go through the leaders' 2D virtual mesh
   bool off = false;            // SHADDR_INTERPOSE=0
   uint64_t fail_every = 0;     // SHADDR_INTERPOSE_FAIL_EVERY: testing aid, see inject_fault
 };
@@ -65,6 +72,7 @@ void init_globals();
 void count_accel(shaddr_interpose_call c, const State &s);
 void count_forward(shaddr_interpose_call c);
 void count_fallback(shaddr_interpose_call c);
+void count_mesh();
 
 // SHADDR_VERBOSE=1 diagnostics: printed by rank 0 of @comm's node (or every rank if @s is
 // nullptr), with shaddr_last_error() when @shaddr_err is non-zero.
