@@ -8,7 +8,7 @@ KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
 CMAKE_GEN := -G Ninja
 
 .PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-unit test-kmod test-mpi test-mpi-full \
-	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help
+	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help mpich test-mpich
 
 all: kmod userspace
 
@@ -21,6 +21,8 @@ help:
 	@echo "make deps       install every dependency from Debian's registry (idempotent)"
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
+	@echo "make mpich      patched MPICH 4.0.2 (mpich_patch/) into build/mpich (cached)"
+	@echo "make test-mpich MPICH test suite etc. on the patched MPICH (ctest -L mpich)"
 	@echo "make microbench | microbench-vm   libshaddr core costs, host | VM (JSON in build/)"
 	@echo "make seed001-table  seed 001's segmentation table -> docs/seed001-segmentation.md"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
@@ -87,6 +89,15 @@ test-mpi-full: all
 # (tools/shaddr-compare --short is the few-minute version.)
 bench: all
 	@$(TOP)/tools/shaddr-compare
+
+# Patched MPICH (mpich_patch/) in build/mpich; cached in ~/.cache/shaddr/mpich, seconds when warm.
+mpich: deps $(BUILD)/build.ninja
+	@cmake --build $(BUILD) --target shaddr xpmem
+	@$(TOP)/tools/shaddr-mpich
+
+# MPICH's test suite and the shaddr checks on it (host; the mpich.vm.* tests boot the module).
+test-mpich: all mpich
+	@ctest --test-dir $(BUILD) -L mpich --output-on-failure
 
 # Window micro-benchmark (MAP cost per block size, window copy vs memcpy) in the VM.
 bench-kmod: all
