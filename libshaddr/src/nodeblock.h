@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fifo.h"
+#include "shared_region.h"
 #include "shaddr/host.h"
 
 namespace shaddr {
@@ -62,7 +63,7 @@ class NodeBlock {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  const char *how() const { return how_; }  // "memfd" or "shm_open"
+  const char *how() const { return region_->how(); }  // "memfd" or "shm_open"
   RankArea &area(int r) { return areas_[r]; }
   MsgCounter &counter(int r) { return counters_[r]; }
   Fifo &bcast() { return *bcast_; }
@@ -77,9 +78,7 @@ class NodeBlock {
   void layout(char *base, bool init);
   int rank_ = 0, size_ = 0;
   NodeBlockConfig cfg_;
-  const char *how_ = "";
-  void *map_ = nullptr;
-  size_t bytes_ = 0;
+  std::unique_ptr<SharedRegion> region_;
   RankArea *areas_ = nullptr;
   MsgCounter *counters_ = nullptr;
   std::unique_ptr<Fifo> bcast_;
