@@ -35,41 +35,51 @@ int agree(const shaddr_host &host, int local_err, std::string *why, const char *
   return 0;
 }
 
+namespace {
+
+struct Candidate {
+  const char *name;
+  int (*make)(const shaddr_host &, std::unique_ptr<Backend> *, std::string *);
+  const char *merit;
+};
+
+// Best first: segments map whole peer address spaces (no slot limit), windows map a few blocks
+// at a time, CMA copies with a system call per transfer, shm copies twice.
+constexpr Candidate kCandidates[] = {
+    {"segment", make_segment_backend, "single-copy mappings of peers' whole address spaces"},
+    {"window", make_window_backend, "single-copy mappings through a few window slots"},
+    {"cma", make_cma_backend, "single copy by process_vm_readv"},
+    {"shm", make_shm_backend, "copy in and out of shared staging"},
+};
+
+}  // namespace
+
 int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *reason) {
   const char *env = std::getenv("SHADDR_BACKEND");
   const std::string want = env && *env ? env : "auto";
   std::string why;
-  int err;
-  if (want == "segment") {
-    err = make_segment_backend(host, out, &why);
-    *reason = err ? "SHADDR_BACKEND=segment: " + why : "segment (SHADDR_BACKEND)";
-    return err;
-  }
-  if (want == "cma") {
-    err = make_cma_backend(host, out, &why);
-    *reason = err ? "SHADDR_BACKEND=cma: " + why : "cma (SHADDR_BACKEND)";
-    return err;
-  }
-  if (want == "window" || want == "shm") {
-    *reason = "SHADDR_BACKEND=" + want + ": this backend is not implemented yet";
-    return -ENOSYS;
-  }
   if (want != "auto") {
-    *reason = "SHADDR_BACKEND=" + want + ": unknown (segment, cma or auto)";
+    for (const Candidate &c : kCandidates) {
+      if (want != c.name) continue;
+      int err = c.make(host, out, &why);
+      *reason = err ? "SHADDR_BACKEND=" + want + ": " + why : want + " (SHADDR_BACKEND)";
+      return err;
+    }
+    *reason = "SHADDR_BACKEND=" + want + ": unknown (segment, window, cma, shm or auto)";
     return -EINVAL;
   }
-  err = make_segment_backend(host, out, &why);
-  if (!err) {
-    *reason = "segment (best available: single-copy mappings of peers' memory)";
-    return 0;
+  std::string not_chosen;
+  int err = -ENOENT;
+  for (const Candidate &c : kCandidates) {
+    err = c.make(host, out, &why);
+    if (!err) {
+      *reason = std::string(c.name) + " (best available: " + c.merit + ")";
+      if (!not_chosen.empty()) *reason += "; not usable here: " + not_chosen;
+      return 0;
+    }
+    not_chosen += (not_chosen.empty() ? "" : "; ") + std::string(c.name) + " (" + why + ")";
   }
-  std::string segment_why = why;
-  err = make_cma_backend(host, out, &why);
-  if (!err) {
-    *reason = "cma (segment unavailable: " + segment_why + ")";
-    return 0;
-  }
-  *reason = "no backend: segment unavailable (" + segment_why + "); cma unavailable (" + why + ")";
+  *reason = "no backend: " + not_chosen;
   return err;
 }
 

@@ -20,7 +20,8 @@ class Backend {
   virtual const char *name() const = 0;
 
   // A pointer to [addr, addr + len) of peer's address space, held until unmap(). -ENOTSUP if
-  // this backend only copies; -ENOSPC if every mapping is in use (the caller copies instead).
+  // this backend only copies; -ENOSPC if the range cannot be mapped now (every mapping in use,
+  // or it would need two windows): the caller copies with read() instead.
   virtual int map(int peer, uintptr_t addr, size_t len, RegCache::Ref *ref);
   virtual void unmap(int peer, const RegCache::Ref &ref);
 
@@ -50,7 +51,8 @@ int make_cma_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std
 int make_window_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
 int make_shm_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
 
-// SHADDR_BACKEND (segment, cma, auto; default auto: the best that works here). Collective.
+// SHADDR_BACKEND (segment, window, cma, shm, auto; default auto: the best that works here,
+// in that order). Collective.
 // *reason says what was chosen and why the better ones were not.
 int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *reason);
 
