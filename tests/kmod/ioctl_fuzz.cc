@@ -8,6 +8,7 @@
 // fails the run on any kernel warning.
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,9 +22,13 @@ using namespace shaddr_test;
 
 namespace {
 
+// write_ok: the window is known to show one of the fuzzer's buffers. Any other window may show
+// the fuzzer's own stack, heap or libraries (TRANSLATE and MAKE take random ranges), so writing
+// random bytes through it would crash the fuzzer itself, not test the module: only read those.
 struct Window {
   uint64_t addr;
   uint64_t size;
+  bool write_ok;
 };
 
 std::mt19937_64 rng;
@@ -45,9 +50,11 @@ void *random_pointer(void *good, size_t good_len) {
     default: {
       // A misaligned copy of the argument in an arena with room behind it: the kernel writes
       // a whole struct from there, which must not run over the fuzzer's own stack.
+      // (At most half the arena is copied: op_translate passes a 4 MiB buffer as "good".)
       static char arena[8192];
-      char *p = arena + rnd(good_len);
-      memcpy(p, good, good_len);
+      const size_t n = std::min(good_len, sizeof(arena) / 2);
+      char *p = arena + rnd(n);
+      memcpy(p, good, n);
       return p;
     }
   }
@@ -79,9 +86,10 @@ void op_translate() {
   t.len = rnd(10) ? 1 + rnd(3 * kMiB) : rng();
   t.prot = random_prot();
   t.flags = rnd(10) ? 0 : rng();
-  int r = xioctl(pick_fd(), SHADDR_IOC_TRANSLATE, rnd(20) ? static_cast<void *>(&t)
-                                                           : random_pointer(&t, sizeof(t)));
+  void *arg = rnd(20) ? static_cast<void *>(&t) : random_pointer(&t, sizeof(t));
+  int r = xioctl(pick_fd(), SHADDR_IOC_TRANSLATE, arg);
   note(r);
+  if (r == 0 && arg != &t) memcpy(&t, arg, sizeof(t));
   if (r == 0 && t.handle) {
     if (handles.size() >= 32) handles.erase(handles.begin());  // keep recent, mostly live
     handles.push_back(t.handle);
@@ -99,11 +107,12 @@ void op_map() {
   m.block = rnd(4) ? rnd(4) : rng();
   m.prot = random_prot();
   m.flags = rnd(10) ? 0 : rng();
-  int r = xioctl(pick_fd(), SHADDR_IOC_MAP, rnd(20) ? static_cast<void *>(&m)
-                                                     : random_pointer(&m, sizeof(m)));
+  void *arg = rnd(20) ? static_cast<void *>(&m) : random_pointer(&m, sizeof(m));
+  int r = xioctl(pick_fd(), SHADDR_IOC_MAP, arg);
   note(r);
+  if (r == 0 && arg != &m) memcpy(&m, arg, sizeof(m));  // a misaligned copy was accepted
   if (r == 0 && m.addr) {
-    windows.push_back({m.addr, m.size});
+    windows.push_back({m.addr, m.size, false});
     mapped++;
   }
 }
@@ -125,7 +134,7 @@ void op_touch() {
   if (windows.empty()) return;
   const Window &w = windows[rnd(windows.size())];
   volatile char *p = reinterpret_cast<volatile char *>(w.addr + rnd(w.size));
-  (void)access_signal(p, rnd(2), static_cast<char>(rng()));
+  (void)access_signal(p, w.write_ok && rnd(2), static_cast<char>(rng()));
   ops++;
 }
 
@@ -197,6 +206,7 @@ void op_segment() {
       shaddr_attach a{};
       a.apid = pick(apids);
       int fd = pick_fd();
+      bool of_buffer = false;
       if (rnd(2)) {  // a coherent chain on one file: MAKE, GET, then ATTACH below
         shaddr_make mk{};
         mk.va = reinterpret_cast<uint64_t>(buffers[rnd(3)]);
@@ -209,6 +219,7 @@ void op_segment() {
           if (xioctl(fd, SHADDR_IOC_GET, &g) == 0) {
             remember(apids, static_cast<uint64_t>(g.apid));
             a.apid = g.apid;
+            of_buffer = true;
           }
         }
       }
@@ -220,7 +231,8 @@ void op_segment() {
       note(r);
       if (r == 0) {
         windows.push_back({a.addr & ~(kPage - 1),
-                           ((a.addr & (kPage - 1)) + a.size + kPage - 1) & ~(kPage - 1)});
+                           ((a.addr & (kPage - 1)) + a.size + kPage - 1) & ~(kPage - 1),
+                           of_buffer});
         attached++;
       }
       break;
@@ -345,8 +357,10 @@ int main(int argc, char **argv) {
         default: op_misc();
       }
       if (fds.empty()) fds.push_back(open_dev());
+      // After every operation: an entry whose window vanished must not be touched or munmapped
+      // once something else reuses its address.
+      prune_windows();
     }
-    prune_windows();
   }
 
   for (const Window &w : windows) munmap(reinterpret_cast<void *>(w.addr), w.size);
