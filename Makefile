@@ -7,16 +7,18 @@ BUILD := $(TOP)/build
 KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-unit test-kmod test-mpi test-mpi-full \
+.PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-full test-unit test-kmod test-mpi test-mpi-full \
 	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help mpich test-mpich
 
 all: kmod userspace
 
 help:
 	@echo "make            build shaddr.ko for every installed kernel and the userspace in build/"
-	@echo "make run        build, load the module (VM, or host where it can), show /dev/shaddr"
+	@echo "make run        set up, build, compare shaddr with stock MPI and the copy limit (short),"
+	@echo "                the module in a VM (or on the host where it can): build/report/"
 	@echo "make test       unit tests, kernel tests in the VM (6.1 and 6.12), MPI tests"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
+	@echo "make test-full  everything (runner self-tests and DKMS on both kernels, whole MPI matrix)"
 	@echo "make test-mpi-full  the interposer's whole MPI test matrix (hours)"
 	@echo "make deps       install every dependency from Debian's registry (idempotent)"
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
@@ -60,14 +62,10 @@ $(BUILD)/tsan/build.ninja: | deps
 userspace-tsan: deps $(BUILD)/tsan/build.ninja
 	cmake --build $(BUILD)/tsan
 
-run: all
-	@if [ -e /proc/modules ] && [ "$$(id -u)" = 0 ]; then \
-		echo "run: this kernel loads modules: using insmod on the host"; \
-		$(TOP)/tools/shaddr-vm --host -- $(BUILD)/tools/shaddr-info; \
-	else \
-		echo "run: this kernel cannot load modules: booting Debian's 6.1 kernel in QEMU"; \
-		$(TOP)/tools/shaddr-vm -q --kernel 6.1 -- $(BUILD)/tools/shaddr-info; \
-	fi
+# The main job: the short comparison (every contender here, 2 ranks, 8 B to 4 MiB, the module's
+# backends in a guest or, where this kernel loads modules, on the host) into build/report/.
+run: all mpich
+	@$(TOP)/tools/shaddr-compare --short
 
 test: all userspace-asan userspace-tsan
 	@$(TOP)/tools/shaddr-test unit kmod mpi
@@ -80,6 +78,11 @@ test-kmod: all
 
 test-mpi: all
 	@$(TOP)/tools/shaddr-test mpi
+
+# Everything: make test plus the runner self-tests and DKMS on every kernel and the interposer's
+# whole MPI matrix (hours on 2 cores).
+test-full: all userspace-asan userspace-tsan
+	@SHADDR_TEST_FULL=1 $(TOP)/tools/shaddr-test unit kmod mpi
 
 # Every MPI test of the interposer: both MPIs, 1-8 ranks, SHADDR_NODES=1 and 2 (hours on 2 cores).
 test-mpi-full: all
