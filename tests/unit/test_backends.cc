@@ -231,6 +231,59 @@ TEST(Backend, WindowSlotsAreCappedAndReused) {
   unsetenv("SHADDR_WINDOW_SLOT");
 }
 
+// A peer frees its buffer and maps new memory at the same address: the reader's cached mapping
+// must show the new pages (the module's coherence), never the freed ones.
+int reuse_after_free(const shaddr_host &h) {
+  std::unique_ptr<Backend> be;
+  std::string reason;
+  if (select_backend(h, &be, &reason)) return 1;
+  const size_t len = 3 << 20;  // crosses 1 MiB window blocks and a 2 MiB attach granule
+  void *buf = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (buf == MAP_FAILED) return 2;
+  std::memset(buf, 'a', len);
+  uint64_t mine = reinterpret_cast<uintptr_t>(buf), addrs[2];
+  if (h.allgather(&mine, addrs, sizeof(mine), h.ctx)) return 3;
+  const int peer = 1 - h.rank;
+  const size_t probes[] = {0, (1 << 20) - 1, 1 << 20, (2 << 20) + 5, len - 1};
+  int rc = 0;
+  for (int round = 0; round < 2 && !rc; round++) {
+    const char want = round ? 'b' : 'a';
+    for (size_t off : probes) {
+      char c = 0;
+      RegCache::Ref ref;
+      if (be->read(peer, addrs[peer] + off, &c, 1) || c != want) rc = 10 + round;
+      if (!rc && be->map(peer, addrs[peer] + off, 1, &ref) == 0) {
+        if (*static_cast<volatile char *>(ref.ptr) != want) rc = 20 + round;
+        be->unmap(peer, ref);
+      }
+    }
+    if (h.barrier(h.ctx)) return 4;
+    if (round == 0) {  // free, then reuse the address with other contents
+      if (munmap(buf, len)) return 5;
+      void *again = mmap(buf, len, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (again != buf) return 6;
+      std::memset(buf, 'b', len);
+    }
+    if (h.barrier(h.ctx)) return 7;
+  }
+  const RegCacheStats *st = be->cache_stats(peer);
+  if (!rc && (!st || st->hits == 0)) rc = 30;  // the second round must have hit the cache
+  if (h.barrier(h.ctx)) return 8;
+  munmap(buf, len);
+  return rc;
+}
+
+TEST(Backend, MappingsFollowAFreedAndReusedBuffer) {
+  if (!module_present()) GTEST_SKIP() << "needs the shaddr module (runs in the VM)";
+  setenv("SHADDR_WINDOW_SLOT", "1M", 1);
+  for (const char *name : {"segment", "window"}) {
+    ScopedBackendEnv env(name);
+    EXPECT_EQ(run_forked(2, reuse_after_free), 0) << name;
+  }
+  unsetenv("SHADDR_WINDOW_SLOT");
+}
+
 // shm: owners expose (a copy into staging); readers map or copy the exposure.
 int shm_exchange(const shaddr_host &h, size_t size) {
   std::unique_ptr<Backend> be;
