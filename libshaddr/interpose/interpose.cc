@@ -33,7 +33,10 @@ struct Call {
   }
 };
 
-bool small(size_t bytes) { return bytes == 0 || bytes < settings().min_bytes; }
+// Below its SHADDR_INTERPOSE_MIN_<CALL> threshold a call goes to PMPI_* (where stock MPI wins).
+bool small(const Call &c, size_t bytes) {
+  return bytes == 0 || bytes < settings().min_bytes[c.which];
+}
 
 // Single node: shaddr result -> MPI result, or a note that the caller must fall back.
 bool failed(State &s, Call &c, const char *name, int rc) {
@@ -178,7 +181,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
   if (!s || count <= 0 || !ti.ok || bad_root(*s, root))
     return c.forward(PMPI_Bcast(buf, count, type, root, comm));
   const size_t bytes = static_cast<size_t>(count * ti.size);
-  if (small(bytes)) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
+  if (small(c, bytes)) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
   View v;
   if (int rc = v.init(buf, count, type, ti)) return rc;
   if (s->rank == root)
@@ -203,7 +206,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
   // The datatype and op are the same on every rank (MPI requires it): so is this decision.
   if (!s || count <= 0 || bad_root(*s, root) || !map_dtype(type, &dt) || !map_op(op, &sop) ||
       shaddr_op_supported(sop, dt) != 0 ||
-      small(static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+      small(c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
     return c.forward(PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm));
   const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
   const bool is_root = s->rank == root;
@@ -234,7 +237,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
   shaddr_op sop;
   if (!s || count <= 0 || !map_dtype(type, &dt) || !map_op(op, &sop) ||
       shaddr_op_supported(sop, dt) != 0 ||
-      small(static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+      small(c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
     return c.forward(PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
   const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
   const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -272,7 +275,7 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
     return fwd();
   // Per-rank bytes: the root's receive side equals every sender's send side.
   const size_t bytes = static_cast<size_t>(is_root ? recvcount * rti.size : sendcount * sti.size);
-  if (small(bytes)) return fwd();
+  if (small(c, bytes)) return fwd();
   View sv, rv;
   Backup keep;
   if (!in_place) {
@@ -356,7 +359,7 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
   if ((is_root && (!sti.ok || sendcount < 0)) || (!in_place && (!rti.ok || recvcount < 0)))
     return fwd();
   const size_t bytes = static_cast<size_t>(is_root ? sendcount * sti.size : recvcount * rti.size);
-  if (small(bytes)) return fwd();
+  if (small(c, bytes)) return fwd();
   View sv, rv;
   if (is_root) {
     if (int rc = sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti))
@@ -424,7 +427,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
-  if (small(bytes) || (s->multi() && !fits_int(bytes * s->size))) return fwd();
+  if (small(c, bytes) || (s->multi() && !fits_int(bytes * s->size))) return fwd();
   View sv, rv;
   if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
     return rc;
@@ -467,7 +470,7 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
   if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
   size_t total = 0;  // every rank knows all counts: a size threshold is consistent here
   for (int i = 0; i < s->size; i++) total += static_cast<size_t>(recvcounts[i] * rti.size);
-  if (small(total)) return fwd();
+  if (small(c, total)) return fwd();
   VView rv;
   View sv;
   rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
@@ -506,7 +509,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
   if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   const size_t n = static_cast<size_t>(s->size);
-  if (small(bytes) || (s->multi() && !fits_int(bytes * n * n))) return fwd();
+  if (small(c, bytes) || (s->multi() && !fits_int(bytes * n * n))) return fwd();
   View sv, rv;
   if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
     return rc;

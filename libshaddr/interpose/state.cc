@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -35,6 +36,33 @@ size_t env_size(const char *name, size_t dflt) {
     return dflt;
   }
   return static_cast<size_t>(x);
+}
+
+// Default SHADDR_INTERPOSE_MIN_<CALL>: below these sizes (bytes per rank's block; Allgatherv:
+// in all) stock MPI was as fast or faster on the machines we measured (tools/shaddr-compare,
+// 2 ranks; the README's interposer section has the numbers), so the call is forwarded.
+// Gatherv, Scatterv and Alltoallv have none: not every rank knows the sizes.
+struct MinDefault {
+  shaddr_interpose_call call;
+  const char *env;
+  size_t bytes;
+};
+constexpr MinDefault kMinDefaults[] = {
+    {SHADDR_IP_BCAST, "SHADDR_INTERPOSE_MIN_BCAST", 0},
+    {SHADDR_IP_REDUCE, "SHADDR_INTERPOSE_MIN_REDUCE", 0},
+    {SHADDR_IP_ALLREDUCE, "SHADDR_INTERPOSE_MIN_ALLREDUCE", 0},
+    {SHADDR_IP_GATHER, "SHADDR_INTERPOSE_MIN_GATHER", 0},
+    {SHADDR_IP_SCATTER, "SHADDR_INTERPOSE_MIN_SCATTER", 0},
+    {SHADDR_IP_ALLGATHER, "SHADDR_INTERPOSE_MIN_ALLGATHER", 0},
+    {SHADDR_IP_ALLGATHERV, "SHADDR_INTERPOSE_MIN_ALLGATHERV", 0},
+    {SHADDR_IP_ALLTOALL, "SHADDR_INTERPOSE_MIN_ALLTOALL", 0},
+};
+
+// SHADDR_INTERPOSE_MIN sets every threshold; SHADDR_INTERPOSE_MIN_<CALL> then overrides one.
+void read_thresholds(Settings *st) {
+  const size_t all = env_size("SHADDR_INTERPOSE_MIN", SIZE_MAX);
+  for (const MinDefault &d : kMinDefaults)
+    st->min_bytes[d.call] = env_size(d.env, all != SIZE_MAX ? all : d.bytes);
 }
 
 // libshaddr's view of the node: collectives over the node communicator.
@@ -191,7 +219,7 @@ void init_globals() {
   g_inited = true;
   g_settings.verbose = env_size("SHADDR_VERBOSE", 0) != 0;
   g_settings.nodes = static_cast<int>(std::min<size_t>(env_size("SHADDR_NODES", 0), 1 << 20));
-  g_settings.min_bytes = env_size("SHADDR_INTERPOSE_MIN", 0);
+  read_thresholds(&g_settings);
   g_settings.segment = std::max<size_t>(env_size("SHADDR_INTERPOSE_SEGMENT", 262144), 4096);
   g_settings.off = env_size("SHADDR_INTERPOSE", 1) == 0;
   g_settings.fail_every = env_size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
@@ -247,7 +275,15 @@ State *state_of(MPI_Comm comm) {
                    "shaddr-interpose: communicator of %d ranks: %d node(s)%s, backend %s\n",
                    s->size, s->nnodes, g_settings.nodes > 1 ? " (SHADDR_NODES)" : "",
                    s->sc ? shaddr_comm_backend(s->sc) : "-");
-    else
+    if (s->usable && s->seq == 1) {
+      std::string t;
+      for (const MinDefault &d : kMinDefaults)
+        t += std::string(t.empty() ? "" : ", ") + (d.env + sizeof("SHADDR_INTERPOSE_MIN_") - 1) +
+             " " + std::to_string(g_settings.min_bytes[d.call]);
+      std::fprintf(stderr, "shaddr-interpose: forwarded to PMPI_* below (bytes): %s\n",
+                   t.c_str());
+    }
+    if (!s->usable)
       std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: forwarded (%s)\n",
                    s->size, s->why.c_str());
   }

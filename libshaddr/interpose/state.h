@@ -50,7 +50,9 @@ struct State {
 struct Settings {
   bool verbose = false;
   int nodes = 0;               // SHADDR_NODES: virtual nodes per physical node (0/1: off)
-  size_t min_bytes = 0;        // SHADDR_INTERPOSE_MIN: smaller messages are forwarded
+  // SHADDR_INTERPOSE_MIN (all calls), SHADDR_INTERPOSE_MIN_<CALL> (one): smaller messages
+  // are forwarded to PMPI_*. Indexed by shaddr_interpose_call.
+  size_t min_bytes[SHADDR_IP_COUNT] = {};
   size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
   size_t mesh_max = 64;        // SHADDR_INTERPOSE_MESH_MAX: Alltoall blocks up to this many
                                // bytes go through the leaders' 2D virtual mesh
