@@ -30,22 +30,41 @@ int node_bcast(State &s, void *buf, size_t bytes, int nroot, bool *fb) {
   return bcast_bytes(buf, bytes, nroot, s.node);
 }
 
-// The leader's side of the pipelined Bcast: segment k is one PMPI_Ibcast on the leaders'
-// communicator; libshaddr asks for segment k (ready) before node peers may copy it.
+// The leader's side of a pipelined node broadcast: segment k is one nonblocking collective on
+// the leaders' communicator (PMPI_Ibcast for Bcast, PMPI_Iallreduce for Allreduce); libshaddr
+// asks for segment k (ready) before node peers may copy it, so they copy k while k+1 is on the
+// wire.
 struct Pipeline {
   std::vector<MPI_Request> reqs;
-  size_t seg = 0;
+  size_t seg = 0;  // bytes, a multiple of the element size
   size_t done = 0;
 
-  int post(char *buf, size_t bytes, int root, MPI_Comm leaders) {
+  // A bounded number of outstanding requests; every piece's count fits an int.
+  Pipeline(size_t bytes, size_t elem) {
+    seg = std::max(settings().segment, (bytes + 1023) / 1024);
+    seg = std::min<size_t>(seg, size_t{1} << 30);
+    seg = std::max(seg / elem, size_t{1}) * elem;
+  }
+  template <typename PostOne>
+  int post(size_t bytes, size_t elem, PostOne one) {
     for (size_t off = 0; off < bytes; off += seg) {
       MPI_Request r;
-      int n = static_cast<int>(std::min(seg, bytes - off));
-      int rc = PMPI_Ibcast(buf + off, n, MPI_BYTE, root, leaders, &r);
+      int rc = one(off, static_cast<int>(std::min(seg, bytes - off) / elem), &r);
       if (rc != MPI_SUCCESS) return rc;
       reqs.push_back(r);
     }
     return MPI_SUCCESS;
+  }
+  int post_bcast(char *buf, size_t bytes, int root, MPI_Comm leaders) {
+    return post(bytes, 1, [&](size_t off, int n, MPI_Request *r) {
+      return PMPI_Ibcast(buf + off, n, MPI_BYTE, root, leaders, r);
+    });
+  }
+  int post_allreduce(const char *in, char *out, size_t bytes, size_t elem, MPI_Datatype t,
+                     MPI_Op op, MPI_Comm leaders) {
+    return post(bytes, elem, [&](size_t off, int n, MPI_Request *r) {
+      return PMPI_Iallreduce(in + off, out + off, n, t, op, leaders, r);
+    });
   }
   int wait_through(size_t last) {
     for (; done < reqs.size() && done <= last; done++)
@@ -59,6 +78,22 @@ struct Pipeline {
     return p->wait_through((off + len - 1) / p->seg) == MPI_SUCCESS ? 0 : -EIO;
   }
 };
+
+// Node broadcast from the leader of what its pipeline p is receiving into buf; the leader
+// finishes p. The node's peers copy each segment as soon as it has landed.
+int node_bcast_pipelined(State &s, Pipeline &p, char *buf, size_t bytes, bool *fb) {
+  if (!s.sc) return s.leader() ? p.finish() : MPI_SUCCESS;
+  int rc = inject_fault(s, shaddr_bcast_segmented(s.sc, buf, bytes, 0, p.seg,
+                                                  s.leader() ? Pipeline::ready : nullptr,
+                                                  s.leader() ? &p : nullptr));
+  int mpi_rc = s.leader() ? p.finish() : MPI_SUCCESS;
+  if (mpi_rc) return mpi_rc;
+  if (!rc) return MPI_SUCCESS;
+  // Same rc on the whole node; the leader now holds all the data.
+  say_fallback(s, "node Bcast (segmented)", rc);
+  *fb = true;
+  return bcast_bytes(buf, bytes, 0, s.node);
+}
 
 }  // namespace
 
@@ -83,32 +118,19 @@ int hier_barrier(State &s, bool *fb) {
 
 int hier_bcast(State &s, char *buf, size_t bytes, int root, bool *fb) {
   const int rn = s.node_of[root];
-  Pipeline p;
-  // Bounded number of outstanding requests; pieces fit an int.
-  p.seg = std::max(settings().segment, (bytes + 1023) / 1024);
-  p.seg = std::min<size_t>(p.seg, size_t{1} << 30);
+  Pipeline p(bytes, 1);
   if (s.my_node == rn) {
     // The root's node first, from the root itself; then its leader feeds the other leaders.
     if (int rc = node_bcast(s, buf, bytes, s.local_of[root], fb)) return rc;
     if (!s.leader()) return MPI_SUCCESS;
-    int rc = p.post(buf, bytes, rn, s.leaders);
+    int rc = p.post_bcast(buf, bytes, rn, s.leaders);
     int rc2 = p.finish();
     return rc ? rc : rc2;
   }
   // Other nodes: the leader receives segment by segment while its peers copy what has landed.
   if (s.leader())
-    if (int rc = p.post(buf, bytes, rn, s.leaders)) return rc;
-  if (!s.sc) return s.leader() ? p.finish() : MPI_SUCCESS;
-  int rc = inject_fault(s, shaddr_bcast_segmented(s.sc, buf, bytes, 0, p.seg,
-                                                  s.leader() ? Pipeline::ready : nullptr,
-                                                  s.leader() ? &p : nullptr));
-  int mpi_rc = s.leader() ? p.finish() : MPI_SUCCESS;
-  if (mpi_rc) return mpi_rc;
-  if (!rc) return MPI_SUCCESS;
-  // Same rc on the whole node; the leader now holds all the data.
-  say_fallback(s, "node Bcast (segmented)", rc);
-  *fb = true;
-  return bcast_bytes(buf, bytes, 0, s.node);
+    if (int rc = p.post_bcast(buf, bytes, rn, s.leaders)) return rc;
+  return node_bcast_pipelined(s, p, buf, bytes, fb);
 }
 
 int hier_reduce(State &s, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
@@ -128,13 +150,23 @@ int hier_reduce(State &s, const void *in, void *out, int count, MPI_Datatype t, 
         return mrc;
     }
   }
+  // 2+3 for Allreduce: the leaders' allreduce in segments straight into the leader's out,
+  // broadcast in the node segment by segment as each lands (every rank's reads of `in` ended
+  // with its node reduce, so out may alias in).
+  if (root < 0) {
+    const size_t elem = static_cast<size_t>(shaddr_dtype_size(dt));
+    Pipeline p(bytes, elem);
+    if (s.leader())
+      if (int rc = p.post_allreduce(nres.data(), static_cast<char *>(out), bytes, elem, t, op,
+                                    s.leaders))
+        return rc;
+    return node_bcast_pipelined(s, p, static_cast<char *>(out), bytes, fb);
+  }
   // 2. Between the leaders.
-  const int rn = root < 0 ? -1 : s.node_of[root];
+  const int rn = s.node_of[root];
   if (s.leader()) {
     int rc;
-    if (root < 0)
-      rc = PMPI_Allreduce(MPI_IN_PLACE, nres.data(), count, t, op, s.leaders);
-    else if (s.my_node == rn) {
+    if (s.my_node == rn) {
       // Not MPI_IN_PLACE: MPICH 4.0.2 crashes on an in-place Reduce at a root other than 0.
       std::vector<char> mine(nres);
       rc = PMPI_Reduce(mine.data(), nres.data(), count, t, op, rn, s.leaders);
@@ -143,11 +175,7 @@ int hier_reduce(State &s, const void *in, void *out, int count, MPI_Datatype t, 
       rc = PMPI_Reduce(nres.data(), nullptr, count, t, op, rn, s.leaders);
     if (rc) return rc;
   }
-  // 3. To the ranks that want the result.
-  if (root < 0) {
-    if (s.leader()) std::memcpy(out, nres.data(), bytes);
-    return node_bcast(s, out, bytes, 0, fb);
-  }
+  // 3. To the root.
   if (s.my_node != rn) return MPI_SUCCESS;
   if (s.rank == root && s.leader()) {
     std::memcpy(out, nres.data(), bytes);

@@ -15,7 +15,8 @@ int hier_barrier(State &s, bool *fell_back);
 // buf: bytes on every rank (the root's data on the root).
 int hier_bcast(State &s, char *buf, size_t bytes, int root, bool *fell_back);
 // in: this rank's operand (never MPI_IN_PLACE); out: the result on the root (root >= 0) or on
-// every rank (root < 0); count elements of t / dt.
+// every rank (root < 0; the leaders' allreduce is segmented and pipelined into the node
+// broadcast, like hier_bcast); count elements of t / dt.
 int hier_reduce(State &s, const void *in, void *out, int count, MPI_Datatype t, MPI_Op op,
                 shaddr_dtype dt, shaddr_op sop, int root, bool *fell_back);
 // in: this rank's block (may lie inside out, at its own place); out: size * bytes.
