@@ -37,6 +37,13 @@ static int (*g_stats_fn)(struct shaddr_interpose_stats *);
 static const char *g_comm_name = "";
 static int g_comm_checked;  /* path expectations apply (world and its dup) */
 static int g_allow_fallbacks; /* SHADDR_INTERPOSE_FAIL_EVERY is set: fallbacks are the point */
+static size_t g_min;          /* SHADDR_INTERPOSE_MIN: smaller calls are forwarded */
+
+/* Whether a call of @bytes (what the interposer compares with its threshold) is large enough
+ * to be taken: not empty and not below SHADDR_INTERPOSE_MIN. */
+static int sized(size_t bytes) {
+	return bytes > 0 && bytes >= g_min;
+}
 
 static void fail(const char *fmt, ...) {
 	va_list ap;
@@ -176,7 +183,7 @@ static void t_bcast(MPI_Comm comm, int rank, size_t bytes, int root, int vec) {
 			memset(a, SENTINEL, len), memset(b, SENTINEL, len);
 		path_begin();
 		MPI_Bcast(a, 1, v, root, comm);
-		path_end(SHADDR_IP_BCAST, what, 1, n > 0);
+		path_end(SHADDR_IP_BCAST, what, 1, sized(n * 4 * sizeof(int)));
 		PMPI_Bcast(b, 1, v, root, comm);
 		same(a, b, len, what);
 		MPI_Type_free(&v);
@@ -190,7 +197,7 @@ static void t_bcast(MPI_Comm comm, int rank, size_t bytes, int root, int vec) {
 		memset(a, SENTINEL, bytes), memset(b, SENTINEL, bytes);
 	path_begin();
 	MPI_Bcast(a, (int)bytes, MPI_BYTE, root, comm);
-	path_end(SHADDR_IP_BCAST, what, 1, bytes > 0);
+	path_end(SHADDR_IP_BCAST, what, 1, sized(bytes));
 	PMPI_Bcast(b, (int)bytes, MPI_BYTE, root, comm);
 	same(a, b, bytes, what);
 	free(a), free(b);
@@ -305,7 +312,7 @@ static void t_reduce(MPI_Comm comm, int rank, struct rtype *rt, MPI_Op op, const
 		MPI_Allreduce(ip ? MPI_IN_PLACE : in, ra, (int)count, rt->t, op, comm);
 	else
 		MPI_Reduce(ip ? MPI_IN_PLACE : in, ra, (int)count, rt->t, op, root, comm);
-	path_end(all ? SHADDR_IP_ALLREDUCE : SHADDR_IP_REDUCE, what, 1, count > 0 && !user_op);
+	path_end(all ? SHADDR_IP_ALLREDUCE : SHADDR_IP_REDUCE, what, 1, sized(bytes) && !user_op);
 	if (all)
 		PMPI_Allreduce(ip ? MPI_IN_PLACE : in, rb, (int)count, rt->t, op, comm);
 	else
@@ -354,7 +361,7 @@ static void t_gather(MPI_Comm comm, int rank, int size, size_t bytes, int root, 
 		memcpy(ra + (size_t)rank * bytes, s, bytes), memcpy(rb + (size_t)rank * bytes, s, bytes);
 	path_begin();
 	MPI_Gather(ip ? MPI_IN_PLACE : s, (int)bytes, MPI_BYTE, ra, (int)bytes, MPI_BYTE, root, comm);
-	path_end(SHADDR_IP_GATHER, what, 0, bytes > 0);
+	path_end(SHADDR_IP_GATHER, what, 0, sized(bytes));
 	PMPI_Gather(ip ? MPI_IN_PLACE : s, (int)bytes, MPI_BYTE, rb, (int)bytes, MPI_BYTE, root, comm);
 	if (rank == root)
 		same(ra, rb, tot, what);
@@ -371,7 +378,7 @@ static void t_scatter(MPI_Comm comm, int rank, int size, size_t bytes, int root,
 	int ip = in_place && rank == root;
 	path_begin();
 	MPI_Scatter(s, (int)bytes, MPI_BYTE, ip ? MPI_IN_PLACE : ra, (int)bytes, MPI_BYTE, root, comm);
-	path_end(SHADDR_IP_SCATTER, what, 0, bytes > 0);
+	path_end(SHADDR_IP_SCATTER, what, 0, sized(bytes));
 	PMPI_Scatter(s, (int)bytes, MPI_BYTE, ip ? MPI_IN_PLACE : rb, (int)bytes, MPI_BYTE, root,
 		     comm);
 	same(ra, rb, bytes, what);
@@ -390,7 +397,7 @@ static void t_allgather(MPI_Comm comm, int rank, int size, size_t bytes, int in_
 	path_begin();
 	MPI_Allgather(in_place ? MPI_IN_PLACE : s, (int)bytes, MPI_BYTE, ra, (int)bytes, MPI_BYTE,
 		      comm);
-	path_end(SHADDR_IP_ALLGATHER, what, 1, bytes > 0);
+	path_end(SHADDR_IP_ALLGATHER, what, 1, sized(bytes));
 	PMPI_Allgather(in_place ? MPI_IN_PLACE : s, (int)bytes, MPI_BYTE, rb, (int)bytes, MPI_BYTE,
 		       comm);
 	same(ra, rb, tot, what);
@@ -408,7 +415,7 @@ static void t_alltoall(MPI_Comm comm, int rank, int size, size_t bytes, int in_p
 		memcpy(ra, s, tot), memcpy(rb, s, tot);
 	path_begin();
 	MPI_Alltoall(in_place ? MPI_IN_PLACE : s, (int)bytes, MPI_BYTE, ra, (int)bytes, MPI_BYTE, comm);
-	path_end(SHADDR_IP_ALLTOALL, what, 1, bytes > 0);
+	path_end(SHADDR_IP_ALLTOALL, what, 1, sized(bytes));
 	PMPI_Alltoall(in_place ? MPI_IN_PLACE : s, (int)bytes, MPI_BYTE, rb, (int)bytes, MPI_BYTE,
 		      comm);
 	same(ra, rb, tot, what);
@@ -480,7 +487,7 @@ static void t_allgatherv(MPI_Comm comm, int rank, int size, size_t bytes, int in
 		memcpy(ra + dsp[rank], s, cnt[rank]), memcpy(rb + dsp[rank], s, cnt[rank]);
 	path_begin();
 	MPI_Allgatherv(in_place ? MPI_IN_PLACE : s, cnt[rank], MPI_BYTE, ra, cnt, dsp, MPI_BYTE, comm);
-	path_end(SHADDR_IP_ALLGATHERV, what, 0, bytes > 0);
+	path_end(SHADDR_IP_ALLGATHERV, what, 0, sized(tot - 5 * (size_t)size)); /* data, no gaps */
 	PMPI_Allgatherv(in_place ? MPI_IN_PLACE : s, cnt[rank], MPI_BYTE, rb, cnt, dsp, MPI_BYTE,
 			comm);
 	same(ra, rb, tot, what);
@@ -533,14 +540,14 @@ static void t_derived(MPI_Comm comm, int rank, int size, size_t n) {
 	memset(ra, SENTINEL, 2 * tot * sizeof(int)), memset(rb, SENTINEL, 2 * tot * sizeof(int));
 	path_begin();
 	MPI_Allgather(s, (int)n, MPI_INT, ra, (int)n, rs, comm);
-	path_end(SHADDR_IP_ALLGATHER, what, 1, n > 0);
+	path_end(SHADDR_IP_ALLGATHER, what, 1, sized(n * sizeof(int)));
 	PMPI_Allgather(s, (int)n, MPI_INT, rb, (int)n, rs, comm);
 	same(ra, rb, 2 * tot * sizeof(int), what);
 	snprintf(what, sizeof what, "Alltoall %zu ints into a resized type", n);
 	memset(ra, SENTINEL, 2 * tot * sizeof(int)), memset(rb, SENTINEL, 2 * tot * sizeof(int));
 	path_begin();
 	MPI_Alltoall(s, (int)n, MPI_INT, ra, (int)n, rs, comm);
-	path_end(SHADDR_IP_ALLTOALL, what, 1, n > 0);
+	path_end(SHADDR_IP_ALLTOALL, what, 1, sized(n * sizeof(int)));
 	PMPI_Alltoall(s, (int)n, MPI_INT, rb, (int)n, rs, comm);
 	same(ra, rb, 2 * tot * sizeof(int), what);
 	MPI_Type_free(&rs), MPI_Type_free(&r0);
@@ -666,6 +673,8 @@ int main(int argc, char **argv) {
 	g_allow_fallbacks = getenv("SHADDR_INTERPOSE_FAIL_EVERY") != NULL;
 	if (getenv("SHADDR_EXPECT"))
 		g_expect = getenv("SHADDR_EXPECT");
+	if (getenv("SHADDR_INTERPOSE_MIN"))
+		g_min = strtoull(getenv("SHADDR_INTERPOSE_MIN"), NULL, 0);
 	*(void **)&g_stats_fn = dlsym(RTLD_DEFAULT, "shaddr_interpose_get_stats");
 
 	run_all(MPI_COMM_WORLD, "world", 1);
