@@ -43,6 +43,10 @@ enum shaddr_interpose_call {
  * @comms_created: communicators that got shaddr state; @comms_freed: of those, freed again
  * @mesh_alltoall: leaders' exchanges of a hierarchical Alltoall done in two phases over the
  *                 2D virtual mesh of the leaders (seed 002's message combining)
+ * @cache_misses: libshaddr's registration-cache misses (each a mapping system call), summed
+ *                like @lib_calls; @cache_evictions: mappings it dropped to make room;
+ *                @cache_refusals: transfers that copied because every mapping was in use
+ * @bytes_mapped: peers' memory that this process's live communicators have mapped now
  */
 struct shaddr_interpose_stats {
 	uint64_t accelerated[SHADDR_IP_COUNT];
@@ -53,6 +57,10 @@ struct shaddr_interpose_stats {
 	uint64_t comms_created;
 	uint64_t comms_freed;
 	uint64_t mesh_alltoall;
+	uint64_t cache_misses;
+	uint64_t cache_evictions;
+	uint64_t cache_refusals;
+	uint64_t bytes_mapped;
 };
 
 /* 0, or -EINVAL for NULL. */

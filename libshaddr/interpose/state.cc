@@ -88,10 +88,15 @@ int host_barrier(void *ctx) {
   return PMPI_Barrier(static_cast<State *>(ctx)->node) == MPI_SUCCESS ? 0 : -EIO;
 }
 
-void add_lib_calls(const State &s) {
+// Adds a node communicator's own counters to *out; its mapped bytes only while it is live.
+void add_comm_stats(const State &s, bool live, shaddr_interpose_stats *out) {
   shaddr_comm_stats st{};
-  if (s.sc && shaddr_comm_get_stats(s.sc, &st) == 0)
-    for (uint64_t c : st.calls) g_stats.lib_calls += c;
+  if (!s.sc || shaddr_comm_get_stats(s.sc, &st) != 0) return;
+  for (uint64_t c : st.calls) out->lib_calls += c;
+  out->cache_misses += st.cache_misses;
+  out->cache_evictions += st.cache_evictions;
+  out->cache_refusals += st.cache_refusals;
+  if (live) out->bytes_mapped += st.bytes_mapped;
 }
 
 // Collective over s->comm's nodes: releases libshaddr and the internal communicators.
@@ -99,7 +104,7 @@ void release(State *s) {
   if (s->freed) return;
   s->freed = true;
   if (s->sc) {
-    add_lib_calls(*s);
+    add_comm_stats(*s, false, &g_stats);
     int rc = shaddr_comm_free(s->sc);
     if (rc) say(s, "shaddr_comm_free: %s", std::strerror(-rc));
     s->sc = nullptr;
@@ -349,9 +354,7 @@ extern "C" __attribute__((visibility("default"))) int shaddr_interpose_get_stats
   *out = g_stats;
   for (const auto &[seq, s] : g_live) {
     (void)seq;
-    shaddr_comm_stats st{};
-    if (s->sc && shaddr_comm_get_stats(s->sc, &st) == 0)
-      for (uint64_t c : st.calls) out->lib_calls += c;
+    add_comm_stats(*s, true, out);
   }
   return 0;
 }

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""check_bench_json.py FILE VERDICT RANKS: FILE is shaddr-bench JSON that parses, says
-"validation": VERDICT, ran on RANKS ranks, and has a finite, positive time for every result."""
+"""check_bench_json.py FILE VERDICT RANKS [CACHE]: FILE is shaddr-bench JSON that parses, says
+"validation": VERDICT, ran on RANKS ranks, and has a finite, positive time for every result.
+CACHE (churn runs): "cache" if the interposer was preloaded (every result must give its
+registration-cache misses per call and bytes mapped), "none" if not (both must be null)."""
 import json
 import math
 import sys
 
 path, verdict, ranks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cache = sys.argv[4] if len(sys.argv) > 4 else None
 with open(path) as f:
     doc = json.load(f)
 problems = []
@@ -28,6 +31,12 @@ for r in results:
             problems.append(f"{r['coll']} {r['bytes']} B: {k} = {r[k]}")
     if not r["t_min_us"] <= r["t_avg_us"] * (1 + 1e-6) <= r["t_max_us"] * (1 + 2e-6):
         problems.append(f"{r['coll']} {r['bytes']} B: min/avg/max out of order")
+for r in results if cache else []:
+    for k in ("misses_per_call", "bytes_mapped_max"):
+        v = r.get(k, "absent")
+        ok = (isinstance(v, (int, float)) and v >= 0) if cache == "cache" else v is None
+        if not ok:
+            problems.append(f"{r['coll']} {r['bytes']} B: {k} = {v!r} ({cache} expected)")
 for p in problems:
     print(f"{path}: {p}")
 print(f"{path}: {'OK' if not problems else 'FAILED'} ({len(results)} results, validation {doc.get('validation')})")

@@ -9,13 +9,16 @@
 // earlier result and no buffer stays cache-hot unless `--cache-hot` asks for it. `--validate`
 // checks every result against the expected values (`--corrupt-for-test` flips one received
 // byte to prove that a wrong result is caught). `--churn` uses fresh memory (a new mmap) for
-// every call: the registration-cache worst case. `--first-call` times the first call at each
+// every call: the registration-cache worst case, and it records what stays mapped (see
+// MappingProbe) and the mapping system calls per call. `--first-call` times the first call at each
 // size apart, before the warm-up.
 //
 // Sizes: Bcast/Reduce/Allreduce/pingpong: the message (vector) size; Allgather: the data each
 // rank contributes; Alltoall: the block each rank sends to each peer. Reductions are MPI_SUM
 // on MPI_INT32_T (size / 4 elements). `pingpong` (ranks 0 and 1, one-way time = round trip / 2)
 // gives the point-to-point alpha/beta of the cost model.
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -30,6 +33,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "shaddr_interpose.h"
 
 namespace {
 
@@ -207,6 +212,58 @@ class Buffer {
   size_t len_ = 0;
 };
 
+// What the run holds mapped of its peers' memory, sampled in --churn mode after every call
+// (outside the timed region): the interposer's registration-cache counters when it is preloaded
+// (looked up with dlsym, so the benchmark runs unchanged without it) and, where the module is
+// loaded, its node-wide counts of live windows, segment attachments and pinned pages (sysfs;
+// read by one rank).
+class MappingProbe {
+ public:
+  struct Sample {
+    uint64_t misses = 0, bytes_mapped = 0;       // this process (interposer)
+    long long windows = -1, attachments = -1, pages_pinned = -1;  // the node (module); -1: none
+  };
+
+  explicit MappingProbe(bool read_module) {
+    get_ = reinterpret_cast<int (*)(shaddr_interpose_stats *)>(
+        dlsym(RTLD_DEFAULT, "shaddr_interpose_get_stats"));
+    module_ = read_module && access(kStatsDir, R_OK) == 0;
+  }
+  bool has_cache() const { return get_ != nullptr; }
+  bool has_module() const { return module_; }
+
+  Sample take() const {
+    Sample s;
+    shaddr_interpose_stats st{};
+    if (get_ && get_(&st) == 0) {
+      s.misses = st.cache_misses;
+      s.bytes_mapped = st.bytes_mapped;
+    }
+    if (module_) {
+      s.windows = read_counter("windows");
+      s.attachments = read_counter("attachments");
+      s.pages_pinned = read_counter("pages_pinned");
+    }
+    return s;
+  }
+
+ private:
+  static constexpr const char *kStatsDir = "/sys/class/misc/shaddr/stats";
+
+  static long long read_counter(const char *name) {
+    const std::string path = std::string(kStatsDir) + "/" + name;
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[32] = "";
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n > 0 ? std::atoll(buf) : -1;
+  }
+
+  int (*get_)(shaddr_interpose_stats *) = nullptr;
+  bool module_ = false;
+};
+
 struct Result {
   Coll coll;
   size_t bytes;
@@ -214,11 +271,17 @@ struct Result {
   double t_avg = 0, t_min = 0, t_max = 0;  // seconds: mean, min and max over ranks of per-rank means
   double first = -1;                        // max over ranks of the first call, or -1
   long long errors = 0;                     // wrong words over all ranks and calls
+  // --churn only, -1 where unknown: registration-cache misses per timed call (max over ranks),
+  // most bytes of peers' memory one rank had mapped, most live windows / attachments / pinned
+  // pages on the node, all sampled after every call.
+  double misses_per_call = -1;
+  long long bytes_mapped_max = -1, windows_max = -1, attachments_max = -1, pages_pinned_max = -1;
 };
 
 class Bench {
  public:
-  Bench(const Options &o, int rank, int size) : o_(o), rank_(rank), n_(size) {}
+  Bench(const Options &o, int rank, int size)
+      : o_(o), rank_(rank), n_(size), probe_(o.churn && rank == 0) {}
 
   Result run(Coll c, size_t bytes) {
     Result r{c, bytes, iters_for(o_, bytes), 0};
@@ -228,6 +291,7 @@ class Bench {
     const bool active = c != Coll::pingpong || rank_ < 2;
     uint64_t call = 0;
     const int total = (o_.first_call ? 1 : 0) + r.warmup + r.iters;
+    MappingProbe::Sample most, timed_from = o_.churn ? probe_.take() : MappingProbe::Sample{};
     for (int i = 0; i < total; i++, call++) {
       const bool fresh = o_.churn || (o_.first_call && i == 0);
       if (active) prepare(c, bytes, call, fresh || i == 0);
@@ -242,7 +306,17 @@ class Bench {
       if (o_.first_call && i == 0) first = t;
       else if (i >= total - r.iters) sum += t;
       if (o_.validate && active) errors += verify(c, bytes, call);
+      if (o_.churn) {
+        const MappingProbe::Sample now = probe_.take();
+        if (i == total - r.iters - 1) timed_from = now;
+        most.bytes_mapped = std::max(most.bytes_mapped, now.bytes_mapped);
+        most.windows = std::max(most.windows, now.windows);
+        most.attachments = std::max(most.attachments, now.attachments);
+        most.pages_pinned = std::max(most.pages_pinned, now.pages_pinned);
+        most.misses = now.misses - timed_from.misses;
+      }
     }
+    if (o_.churn) aggregate_mappings(most, r);
     // Aggregate the per-rank means (for pingpong only ranks 0 and 1 take part).
     const double mean = sum / r.iters;
     double agg[3];
@@ -261,6 +335,27 @@ class Bench {
 
  private:
   static constexpr int kRoot = 0;
+
+  // Max over ranks of what each rank saw; the module's counters come from rank 0 alone.
+  void aggregate_mappings(const MappingProbe::Sample &most, Result &r) {
+    const int cache = probe_.has_cache() ? 1 : 0;
+    int all_cache = 0;
+    MPI_Allreduce(&cache, &all_cache, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    const double per_call = static_cast<double>(most.misses) / r.iters;
+    const long long mapped = static_cast<long long>(most.bytes_mapped);
+    double max_per_call = 0;
+    long long max_mapped = 0, module[3] = {most.windows, most.attachments, most.pages_pinned};
+    MPI_Allreduce(&per_call, &max_per_call, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&mapped, &max_mapped, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Bcast(module, 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (all_cache) {
+      r.misses_per_call = max_per_call;
+      r.bytes_mapped_max = max_mapped;
+    }
+    r.windows_max = module[0];
+    r.attachments_max = module[1];
+    r.pages_pinned_max = module[2];
+  }
 
   size_t send_bytes(Coll c, size_t b) const { return c == Coll::alltoall ? b * n_ : b; }
   size_t recv_bytes(Coll c, size_t b) const {
@@ -385,6 +480,7 @@ class Bench {
   int rank_, n_;
   Buffer sbuf_, rbuf_;
   void *sbuf_p_ = nullptr, *rbuf_p_ = nullptr;
+  MappingProbe probe_;
 };
 
 std::string json_escape(const std::string &s) {
@@ -436,6 +532,11 @@ int main(int argc, char **argv) {
                     r.bytes, r.iters, r.t_max * 1e6, r.t_min * 1e6, r.t_avg * 1e6);
         if (o.first_call) std::printf(" %12.3f", r.first * 1e6);
         if (o.validate) std::printf("  %6lld%s", r.errors, r.errors ? " WRONG" : "");
+        if (r.misses_per_call >= 0)
+          std::printf("  misses/call %.2f, mapped <= %lld B", r.misses_per_call, r.bytes_mapped_max);
+        if (r.windows_max >= 0)
+          std::printf(", module: windows <= %lld, attachments <= %lld, pinned <= %lld",
+                      r.windows_max, r.attachments_max, r.pages_pinned_max);
         std::printf("\n");
         std::fflush(stdout);
       }
@@ -461,11 +562,21 @@ int main(int argc, char **argv) {
       std::snprintf(line, sizeof line,
                     "%s\n    {\"coll\": \"%s\", \"bytes\": %zu, \"iters\": %d, \"warmup\": %d, "
                     "\"t_max_us\": %.4f, \"t_min_us\": %.4f, \"t_avg_us\": %.4f, "
-                    "\"first_call_us\": %s, \"errors\": %lld}",
+                    "\"first_call_us\": %s, \"errors\": %lld",
                     i ? "," : "", kCollNames[static_cast<int>(r.coll)], r.bytes, r.iters,
                     r.warmup, r.t_max * 1e6, r.t_min * 1e6, r.t_avg * 1e6,
                     r.first >= 0 ? std::to_string(r.first * 1e6).c_str() : "null", r.errors);
       f << line;
+      if (o.churn) {
+        auto num = [](long long v) { return v >= 0 ? std::to_string(v) : std::string("null"); };
+        f << ", \"misses_per_call\": "
+          << (r.misses_per_call >= 0 ? std::to_string(r.misses_per_call) : "null")
+          << ", \"bytes_mapped_max\": " << num(r.bytes_mapped_max)
+          << ", \"windows_max\": " << num(r.windows_max)
+          << ", \"attachments_max\": " << num(r.attachments_max)
+          << ", \"pages_pinned_max\": " << num(r.pages_pinned_max);
+      }
+      f << "}";
     }
     f << "\n  ]\n}\n";
     if (!f) std::fprintf(stderr, "shaddr-bench: cannot write %s\n", o.json.c_str());
