@@ -120,7 +120,10 @@ int Comm::wait_until(int peer, Pred &&pred) {
   while (!pred()) {
     wait_backoff(&spins);
     // About every 4096 waits (well over a millisecond once yielding): is the peer still there?
-    if ((spins & 4095) == 4095 && !peer_alive(peer)) return -EOWNERDEAD;
+    // Look once more after finding it gone: it may have done its part and exited since the
+    // last look (a peer leaves the closing barrier of shaddr_comm_free as soon as it has
+    // seen everyone arrive); what a dead process stored is all visible by now.
+    if ((spins & 4095) == 4095 && !peer_alive(peer)) return pred() ? 0 : -EOWNERDEAD;
   }
   return 0;
 }

@@ -130,6 +130,50 @@ TEST_P(Coll, Barrier) {
   }
 }
 
+// A peer that dies leaves the others with EOWNERDEAD, not a hang (the watchdog would fire).
+TEST_P(Coll, PeerThatDiedIsReportedNotWaitedFor) {
+  setenv("SHADDR_BACKEND", GetParam().c_str(), 1);
+  EXPECT_EQ(run_forked(3, [&](const shaddr_host &h) {
+              alarm(300);
+              const int rank = h.rank;
+              shaddr_comm_t *comm = nullptr;
+              REQUIRE(shaddr_comm_create(&h, &comm) == 0, 90, "comm_create");
+              if (rank == 2) _exit(0);  // gone without a word
+              const int rc = shaddr_barrier(comm);
+              REQUIRE(rc == -EOWNERDEAD, 1, "barrier with a dead peer returned %d", rc);
+              shaddr_comm_free(comm);  // fails too (the peer is still gone); frees anyway
+              return 0;
+            }),
+            0);
+  unsetenv("SHADDR_BACKEND");
+}
+
+// A peer may do its part and exit between a waiter's last look at the flag and its check that
+// the peer lives (one leaves shaddr_comm_free's closing barrier as soon as it has seen everyone
+// arrive). The waiter must look again before calling the peer dead. Here the peer is gone and
+// the flag "turns up" exactly at that second look: the liveness check comes after 4095 waits.
+TEST_P(Coll, PeerThatExitedAfterItsPartIsNotDead) {
+  setenv("SHADDR_BACKEND", GetParam().c_str(), 1);
+  EXPECT_EQ(run_forked(2, [&](const shaddr_host &h) {
+              alarm(300);
+              const int rank = h.rank;
+              shaddr_comm_t *comm = nullptr;
+              REQUIRE(shaddr_comm_create(&h, &comm) == 0, 90, "comm_create");
+              if (rank == 1) _exit(0);
+              usleep(200000);  // rank 1 is gone (a zombie until run_forked reaps it)
+              int looks = 0;
+              const int rc = shaddr::from_handle(comm)->wait_until(1, [&] { return ++looks >= 4096; });
+              REQUIRE(rc == 0 && looks == 4096, 1, "wait_until: %d after %d looks", rc, looks);
+              looks = 0;  // and a flag that never turns up is a dead peer
+              const int dead = shaddr::from_handle(comm)->wait_until(1, [&] { return ++looks > 1 << 20; });
+              REQUIRE(dead == -EOWNERDEAD, 2, "wait_until: %d after %d looks", dead, looks);
+              shaddr_comm_free(comm);
+              return 0;
+            }),
+            0);
+  unsetenv("SHADDR_BACKEND");
+}
+
 TEST_P(Coll, Bcast) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
