@@ -6,6 +6,10 @@
 // copy their own S-byte buffers at the same time; bandwidth = T*S / time of the slowest
 // thread). Bandwidth counts bytes copied (each read once and written once). The source is
 // rewritten between rounds outside the timed region, as shaddr-bench does with its buffers.
+// Those two copy buffers their own core keeps in cache. A collective's data is not: the root
+// has just written it on its core. So also cross-core copy bandwidth: before every copy one
+// core writes the whole source and the other poisons its destination (untimed), then the
+// second core copies the source (timed), as a receiver of a single-copy Bcast does.
 // Output: a table on stdout, and `--json FILE`.
 #include <pthread.h>
 #include <sched.h>
@@ -81,6 +85,42 @@ double timed_copy(size_t size, int threads, int reps) {
   return *std::max_element(elapsed.begin(), elapsed.end());
 }
 
+void pin(unsigned cpu) {
+  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu % ncpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// Mean time of one copy of `size` bytes that core 0 has just written, made by core 1.
+double timed_cross_copy(size_t size) {
+  const int reps = static_cast<int>(std::clamp<size_t>((size_t{64} << 20) / size, 5, 2000));
+  std::vector<char> src(size), dst(size);
+  std::barrier sync(2);
+  double total = 0;
+  std::thread writer([&] {
+    pin(0);
+    for (int r = 0; r < reps; r++) {
+      std::memset(src.data(), r & 0x7f, size);
+      sync.arrive_and_wait();  // written
+      sync.arrive_and_wait();  // copied
+    }
+  });
+  pin(1);
+  for (int r = 0; r < reps; r++) {
+    std::memset(dst.data(), 0xA5, size);
+    sync.arrive_and_wait();
+    const double t0 = now();
+    std::memcpy(dst.data(), src.data(), size);
+    asm volatile("" ::"r"(dst.data()) : "memory");
+    total += now() - t0;
+    sync.arrive_and_wait();
+  }
+  writer.join();
+  return total / reps;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -108,17 +148,20 @@ int main(int argc, char **argv) {
   if (lo == 0 || hi < lo || threads < 1) return 2;
   struct Row {
     size_t size;
-    double one, all;  // bytes per second
+    double one, all, cross;  // bytes per second
   };
   std::vector<Row> rows;
-  std::printf("# copy limit: 1 core and %d cores (GB/s = 1e9 bytes copied per second)\n", threads);
-  std::printf("# %10s %12s %12s\n", "bytes", "1core_GBps", "allcore_GBps");
+  std::printf("# copy limit: 1 core, %d cores, and across cores (GB/s = 1e9 bytes copied per second)\n",
+              threads);
+  std::printf("# %10s %12s %12s %12s\n", "bytes", "1core_GBps", "allcore_GBps", "cross_GBps");
   for (size_t s = lo; s <= hi; s *= 2) {
     const int reps = reps_for(s);
     const double t1 = timed_copy(s, 1, reps);
     const double tn = timed_copy(s, threads, reps);
-    rows.push_back({s, s / t1, threads * s / tn});
-    std::printf("  %10zu %12.2f %12.2f\n", s, rows.back().one / 1e9, rows.back().all / 1e9);
+    const double tx = timed_cross_copy(s);
+    rows.push_back({s, s / t1, threads * s / tn, s / tx});
+    std::printf("  %10zu %12.2f %12.2f %12.2f\n", s, rows.back().one / 1e9, rows.back().all / 1e9,
+                rows.back().cross / 1e9);
     std::fflush(stdout);
     if (s > hi / 2) break;
   }
@@ -128,7 +171,8 @@ int main(int argc, char **argv) {
       << ",\n  \"results\": [";
     for (size_t i = 0; i < rows.size(); i++)
       f << (i ? "," : "") << "\n    {\"bytes\": " << rows[i].size
-        << ", \"one_core_Bps\": " << rows[i].one << ", \"all_core_Bps\": " << rows[i].all << "}";
+        << ", \"one_core_Bps\": " << rows[i].one << ", \"all_core_Bps\": " << rows[i].all
+        << ", \"cross_core_Bps\": " << rows[i].cross << "}";
     f << "\n  ]\n}\n";
     if (!f) return 1;
   }
