@@ -221,7 +221,7 @@ class MappingProbe {
  public:
   struct Sample {
     uint64_t misses = 0, bytes_mapped = 0;       // this process (interposer)
-    long long windows = -1, attachments = -1, pages_pinned = -1;  // the node (module); -1: none
+    long long open_files = -1, windows = -1, attachments = -1, pages_pinned = -1;  // node (module)
   };
 
   explicit MappingProbe(bool read_module) {
@@ -240,6 +240,7 @@ class MappingProbe {
       s.bytes_mapped = st.bytes_mapped;
     }
     if (module_) {
+      s.open_files = read_counter("open_files");
       s.windows = read_counter("windows");
       s.attachments = read_counter("attachments");
       s.pages_pinned = read_counter("pages_pinned");
@@ -272,10 +273,11 @@ struct Result {
   double first = -1;                        // max over ranks of the first call, or -1
   long long errors = 0;                     // wrong words over all ranks and calls
   // --churn only, -1 where unknown: registration-cache misses per timed call (max over ranks),
-  // most bytes of peers' memory one rank had mapped, most live windows / attachments / pinned
-  // pages on the node, all sampled after every call.
+  // most bytes of peers' memory one rank had mapped, most open files of the device / live
+  // windows / attachments / pinned pages on the node, all sampled after every call.
   double misses_per_call = -1;
-  long long bytes_mapped_max = -1, windows_max = -1, attachments_max = -1, pages_pinned_max = -1;
+  long long bytes_mapped_max = -1, open_files_max = -1, windows_max = -1, attachments_max = -1,
+            pages_pinned_max = -1;
 };
 
 class Bench {
@@ -310,6 +312,7 @@ class Bench {
         const MappingProbe::Sample now = probe_.take();
         if (i == total - r.iters - 1) timed_from = now;
         most.bytes_mapped = std::max(most.bytes_mapped, now.bytes_mapped);
+        most.open_files = std::max(most.open_files, now.open_files);
         most.windows = std::max(most.windows, now.windows);
         most.attachments = std::max(most.attachments, now.attachments);
         most.pages_pinned = std::max(most.pages_pinned, now.pages_pinned);
@@ -344,17 +347,19 @@ class Bench {
     const double per_call = static_cast<double>(most.misses) / r.iters;
     const long long mapped = static_cast<long long>(most.bytes_mapped);
     double max_per_call = 0;
-    long long max_mapped = 0, module[3] = {most.windows, most.attachments, most.pages_pinned};
+    long long max_mapped = 0;
+    long long module[4] = {most.open_files, most.windows, most.attachments, most.pages_pinned};
     MPI_Allreduce(&per_call, &max_per_call, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&mapped, &max_mapped, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Bcast(module, 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    MPI_Bcast(module, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
     if (all_cache) {
       r.misses_per_call = max_per_call;
       r.bytes_mapped_max = max_mapped;
     }
-    r.windows_max = module[0];
-    r.attachments_max = module[1];
-    r.pages_pinned_max = module[2];
+    r.open_files_max = module[0];
+    r.windows_max = module[1];
+    r.attachments_max = module[2];
+    r.pages_pinned_max = module[3];
   }
 
   size_t send_bytes(Coll c, size_t b) const { return c == Coll::alltoall ? b * n_ : b; }
@@ -535,8 +540,9 @@ int main(int argc, char **argv) {
         if (r.misses_per_call >= 0)
           std::printf("  misses/call %.2f, mapped <= %lld B", r.misses_per_call, r.bytes_mapped_max);
         if (r.windows_max >= 0)
-          std::printf(", module: windows <= %lld, attachments <= %lld, pinned <= %lld",
-                      r.windows_max, r.attachments_max, r.pages_pinned_max);
+          std::printf(", module: open files <= %lld, windows <= %lld, attachments <= %lld, "
+                      "pinned <= %lld", r.open_files_max, r.windows_max, r.attachments_max,
+                      r.pages_pinned_max);
         std::printf("\n");
         std::fflush(stdout);
       }
@@ -572,6 +578,7 @@ int main(int argc, char **argv) {
         f << ", \"misses_per_call\": "
           << (r.misses_per_call >= 0 ? std::to_string(r.misses_per_call) : "null")
           << ", \"bytes_mapped_max\": " << num(r.bytes_mapped_max)
+          << ", \"open_files_max\": " << num(r.open_files_max)
           << ", \"windows_max\": " << num(r.windows_max)
           << ", \"attachments_max\": " << num(r.attachments_max)
           << ", \"pages_pinned_max\": " << num(r.pages_pinned_max);
