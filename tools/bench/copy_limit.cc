@@ -47,6 +47,15 @@ int reps_for(size_t size) {
   return static_cast<int>(std::clamp<size_t>((size_t{512} << 20) / size, 5, 20000));
 }
 
+// Runs the calling thread on one CPU (modulo the CPUs there are).
+void pin(unsigned cpu) {
+  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu % ncpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 // Time of `reps` copies of `size` bytes, on each of `threads` threads at once (the slowest).
 double timed_copy(size_t size, int threads, int reps) {
   std::vector<std::vector<char>> src(threads), dst(threads);
@@ -56,12 +65,8 @@ double timed_copy(size_t size, int threads, int reps) {
   }
   std::vector<double> elapsed(threads, 0);
   std::barrier sync(threads);
-  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   auto body = [&](int t) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(static_cast<unsigned>(t) % ncpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    pin(static_cast<unsigned>(t));
     char *s = src[t].data(), *d = dst[t].data();
     // Rounds of at least ~64 KiB of copying, so the clock's cost is negligible.
     const int per_round = static_cast<int>(std::max<size_t>(1, (size_t{64} << 10) / size));
@@ -83,14 +88,6 @@ double timed_copy(size_t size, int threads, int reps) {
   body(0);
   for (auto &th : pool) th.join();
   return *std::max_element(elapsed.begin(), elapsed.end());
-}
-
-void pin(unsigned cpu) {
-  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu % ncpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 // Mean time of one copy of `size` bytes that core 0 has just written, made by core 1.

@@ -293,7 +293,9 @@ class Bench {
     const bool active = c != Coll::pingpong || rank_ < 2;
     uint64_t call = 0;
     const int total = (o_.first_call ? 1 : 0) + r.warmup + r.iters;
-    MappingProbe::Sample most, timed_from = o_.churn ? probe_.take() : MappingProbe::Sample{};
+    // --churn: the most seen of each count, and the samples before and after the timed calls.
+    MappingProbe::Sample most, timed_from, last;
+    if (o_.churn) timed_from = last = probe_.take();
     for (int i = 0; i < total; i++, call++) {
       const bool fresh = o_.churn || (o_.first_call && i == 0);
       if (active) prepare(c, bytes, call, fresh || i == 0);
@@ -309,17 +311,19 @@ class Bench {
       else if (i >= total - r.iters) sum += t;
       if (o_.validate && active) errors += verify(c, bytes, call);
       if (o_.churn) {
-        const MappingProbe::Sample now = probe_.take();
-        if (i == total - r.iters - 1) timed_from = now;
-        most.bytes_mapped = std::max(most.bytes_mapped, now.bytes_mapped);
-        most.open_files = std::max(most.open_files, now.open_files);
-        most.windows = std::max(most.windows, now.windows);
-        most.attachments = std::max(most.attachments, now.attachments);
-        most.pages_pinned = std::max(most.pages_pinned, now.pages_pinned);
-        most.misses = now.misses - timed_from.misses;
+        last = probe_.take();
+        if (i == total - r.iters - 1) timed_from = last;
+        most.bytes_mapped = std::max(most.bytes_mapped, last.bytes_mapped);
+        most.open_files = std::max(most.open_files, last.open_files);
+        most.windows = std::max(most.windows, last.windows);
+        most.attachments = std::max(most.attachments, last.attachments);
+        most.pages_pinned = std::max(most.pages_pinned, last.pages_pinned);
       }
     }
-    if (o_.churn) aggregate_mappings(most, r);
+    if (o_.churn) {
+      most.misses = last.misses - timed_from.misses;  // during the timed calls
+      aggregate_mappings(most, r);
+    }
     // Aggregate the per-rank means (for pingpong only ranks 0 and 1 take part).
     const double mean = sum / r.iters;
     double agg[3];
