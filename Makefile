@@ -24,7 +24,7 @@ help:
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
 	@echo "make mpich      patched MPICH 4.0.2 (mpich_patch/) into build/mpich (cached)"
-	@echo "make test-mpich MPICH test suite etc. on the patched MPICH (ctest -L mpich)"
+	@echo "make test-mpich MPICH test suite etc. on the patched MPICH, host and VM (ctest -L mpich; ~3.5 h)"
 	@echo "make microbench | microbench-vm   libshaddr core costs, host | VM (JSON in build/)"
 	@echo "make seed001-table  seed 001's segmentation table -> docs/seed001-segmentation.md"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
@@ -98,7 +98,8 @@ mpich: deps $(BUILD)/build.ninja
 	@cmake --build $(BUILD) --target shaddr xpmem
 	@$(TOP)/tools/shaddr-mpich
 
-# MPICH's test suite and the shaddr checks on it (host; the mpich.vm.* tests boot the module).
+# MPICH's test suite and the shaddr checks on it, on the host and (mpich.vm.*) in the guest with
+# the module: about 3.5 hours on 2 cores, the whole suite at 8 ranks in the guest being most of it.
 test-mpich: all mpich
 	@ctest --test-dir $(BUILD) -L mpich --output-on-failure
 
