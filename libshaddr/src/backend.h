@@ -42,6 +42,9 @@ class Backend {
   virtual void end_exposures();
   // True if expose() copies (the algorithms then avoid exposing what they need not).
   virtual bool stages() const { return false; }
+  // How many peer mappings it holds at once (window: its slots). An algorithm that reads every
+  // peer in turn unmaps and maps on every read beyond this; a ring reads one peer instead.
+  virtual size_t max_mappings() const { return SIZE_MAX; }
 };
 
 // Each factory is collective over host: it returns 0 and the backend on every rank, or the same

@@ -33,10 +33,12 @@ class WindowBackend final : public Backend {
     dev_.call(SHADDR_IOC_REVOKE, &mine_.handle);
   }
   const char *name() const override { return "window"; }
+  size_t max_mappings() const override { return nr_slots_; }
 
   int connect(std::vector<Export> peers, int self, unsigned nr_slots) {
     peers_ = std::move(peers);
     self_ = self;
+    nr_slots_ = nr_slots;
     RegCache::Limits lim;
     lim.granularity = mine_.block;
     lim.max_entries = nr_slots;
@@ -121,6 +123,7 @@ class WindowBackend final : public Backend {
   Device dev_;
   Export mine_;
   int self_ = -1;
+  unsigned nr_slots_ = 1;
   std::vector<Export> peers_;
   std::unique_ptr<RegCache> cache_;
 };

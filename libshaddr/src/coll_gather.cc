@@ -131,6 +131,103 @@ int scatterv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_t
   return c.finish(s, err);
 }
 
+// Small collectives through the seed-004 slots of the control block: each rank copies what
+// others need into its slot, publishes it, and copies what it needs out of theirs. Two copies
+// of a few KiB and no system call or closing barrier: cheaper than one copy through a mapping
+// or CMA at these sizes, and the only way on a backend with few mappings (window: 3 slots per
+// process, so reading 7 peers in turn unmaps and maps on every read).
+bool fits_slot(Comm &c, size_t per_rank) { return per_rank <= c.tuning().slot_max; }
+
+// Allgatherv through the slots: every rank knows every count, so all of them choose this
+// together. A slot starts with its writer's byte count, so that a reader whose count differs
+// fails with -EMSGSIZE as it would reading the writer's buffer.
+bool fits_slot_v(Comm &c, const size_t *counts, int n) {
+  if (c.slot_bytes() <= sizeof(uint64_t)) return false;
+  for (int i = 0; i < n; i++)
+    if (!fits_slot(c, counts[i]) || counts[i] > c.slot_bytes() - sizeof(uint64_t)) return false;
+  return true;
+}
+
+int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
+                    const size_t *recvbytes, const size_t *displs) {
+  const int me = c.rank(), n = c.size();
+  const bool inplace = in_place(sendbuf);
+  const void *mine = inplace ? out + displs[me] : sendbuf;
+  const size_t mylen = inplace ? recvbytes[me] : sendbytes;
+  uint64_t j;
+  if (int err = c.slot_open(&j)) return err;
+  char *slot = static_cast<char *>(c.slot(me, j));
+  const uint64_t header = mylen;
+  std::memcpy(slot, &header, sizeof(header));
+  if (mylen <= c.slot_bytes() - sizeof(header)) std::memcpy(slot + sizeof(header), mine, mylen);
+  c.slot_publish(j);
+  int err = 0;
+  if (mylen != recvbytes[me]) err = size_mismatch(me, mylen, recvbytes[me]);
+  else if (!inplace && mylen) std::memcpy(out + displs[me], sendbuf, mylen);
+  // Every block is read even after a mismatch: each reader must see the writer's count.
+  for (int i = 1; i < n; i++) {
+    const int q = (me + i) % n;
+    if (int e = c.slot_wait(q, j)) {
+      err = e;
+      break;
+    }
+    const char *theirs = static_cast<const char *>(c.slot(q, j));
+    uint64_t len;
+    std::memcpy(&len, theirs, sizeof(len));
+    if (len != recvbytes[q]) {
+      if (!err) err = size_mismatch(q, len, recvbytes[q]);
+    } else if (!err && len) {
+      std::memcpy(out + displs[q], theirs + sizeof(len), len);
+    }
+  }
+  c.slot_close(j);
+  if (!err) c.stats().fifo_calls++;
+  return err;
+}
+
+// A ring where reading every peer in turn would thrash the backend's mappings (window: 3 slots
+// for 7 peers maps and unmaps on every read, 8x slower than stock MPI at 8 ranks). It needs a
+// backend that reads the peer's live memory (not staged copies) and a stage per step (8 bits).
+bool use_ring(Comm &c) {
+  const int n = c.size();
+  if (c.backend().stages() || n < 3 || n > 255 || c.tuning().allgather_ring == 0) return false;
+  return c.tuning().allgather_ring == 1 || c.backend().max_mappings() < static_cast<size_t>(n - 1);
+}
+
+// Ring Allgatherv: at step k each rank copies block me - 1 - k out of its left neighbour's
+// receive buffer as soon as the neighbour has it (stage k), so every rank reads one peer's
+// buffer, which stays mapped from call to call. A rank that fails posts the last stage so that
+// nobody waits for it; finish() then fails the call on every rank.
+int ring_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, size_t total,
+                    const size_t *recvbytes, const size_t *displs) {
+  const int me = c.rank(), n = c.size(), left = (me + n - 1) % n;
+  constexpr unsigned kFailed = 255;
+  int err = 0;
+  if (!in_place(sendbuf)) {
+    if (sendbytes != recvbytes[me]) err = size_mismatch(me, sendbytes, recvbytes[me]);
+    else if (sendbytes) std::memcpy(out + displs[me], sendbuf, sendbytes);
+  }
+  const uint64_t s = c.begin();
+  const void *mine = out;
+  if (int e = c.post(s, &mine, &total, 1); e && !err) err = e;
+  c.post_stage(s, err ? kFailed : 0);
+  for (int k = 0; k < n - 1 && !err; k++) {
+    const int b = ((me - 1 - k) % n + n) % n;
+    if ((err = c.wait_stage(left, s, static_cast<unsigned>(k)))) break;
+    if (c.peer_stage(left) == kFailed) {  // its own error is what finish() reports
+      c.post_stage(s, kFailed);
+      break;
+    }
+    if (displs[b] + recvbytes[b] > c.remote_len(left, 0))
+      err = size_mismatch(left, c.remote_len(left, 0), displs[b] + recvbytes[b]);
+    else if (recvbytes[b])
+      err = c.copy_from(left, c.remote_addr(left, 0) + displs[b], out + displs[b], recvbytes[b]);
+    c.post_stage(s, err ? kFailed : static_cast<unsigned>(k + 1));
+  }
+  if (err) c.post_stage(s, kFailed);  // also after a failed wait: the right neighbour goes on
+  return c.finish(s, err);
+}
+
 int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
                const size_t *recvbytes, const size_t *displs) {
   const int me = c.rank(), n = c.size();
@@ -142,9 +239,12 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
   if (!inplace)
     if (int err = check_buf(sendbuf, sendbytes, "send buffer")) return err;
   char *out = static_cast<char *>(recvbuf);
+  c.stats().bytes[SHADDR_COLL_ALLGATHER] += total;
+  if (fits_slot_v(c, recvbytes, n))
+    return slot_allgatherv(c, sendbuf, sendbytes, out, recvbytes, displs);
+  if (use_ring(c)) return ring_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs);
   const void *mine = inplace ? out + displs[me] : sendbuf;
   const size_t mylen = inplace ? recvbytes[me] : sendbytes;
-  c.stats().bytes[SHADDR_COLL_ALLGATHER] += total;
   const uint64_t s = c.begin();
   int err = c.post(s, &mine, &mylen, 1);
   if (!err && !inplace) {
@@ -206,12 +306,6 @@ int alltoallv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_
   }
   return c.finish(s, err);
 }
-
-// Small uniform collectives through the seed-004 slots of the control block: each rank copies
-// what others need into its slot, publishes it, and copies what it needs out of theirs. Two
-// copies of a few KiB and no system call or closing barrier: cheaper than one copy through a
-// mapping or CMA at these sizes.
-bool fits_slot(Comm &c, size_t per_rank) { return per_rank <= c.tuning().slot_max; }
 
 enum class SlotKind { kGather, kScatter, kAllgather, kAlltoall };
 

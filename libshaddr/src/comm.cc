@@ -54,6 +54,7 @@ Tuning Tuning::from_env() {
   t.slot_max = env_size("SHADDR_SLOT_MAX", 4096);
   t.bcast_streams = static_cast<int>(env_size("SHADDR_BCAST_STREAMS", 4));
   t.bcast_streams_min = env_size("SHADDR_BCAST_STREAMS_MIN", 8u << 20);
+  t.allgather_ring = static_cast<int>(env_size("SHADDR_ALLGATHER_RING", 2));
   if (t.chunk < 4096) t.chunk = 4096;
   if (t.reduce_unit < 256) t.reduce_unit = 256;
   return t;

@@ -37,6 +37,8 @@ struct Tuning {
   size_t slot_max;  // SHADDR_SLOT_MAX: per-rank data at most this big goes through the slots
   int bcast_streams;         // SHADDR_BCAST_STREAMS: streams of a multi-stream Bcast (1 = off)
   size_t bcast_streams_min;  // SHADDR_BCAST_STREAMS_MIN: smallest Bcast cut into streams
+  int allgather_ring;        // SHADDR_ALLGATHER_RING: 0 never, 1 always, else (unset) when
+                             // the backend cannot map every peer at once
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)
   static Tuning from_env();
 };
@@ -65,6 +67,8 @@ class Comm {
   // Wait for peer's post/stage of s. 0, or -EOWNERDEAD if the peer process died.
   int wait_posted(int peer, uint64_t s);
   int wait_stage(int peer, uint64_t s, unsigned k);
+  // Peer's last stage of s (once wait_stage() has seen it reach s).
+  unsigned peer_stage(int peer) const { return block_->area(peer).stage.load() & 0xff; }
   uint64_t remote_addr(int peer, int i) const { return block_->area(peer).addr[i]; }
   uint64_t remote_len(int peer, int i) const { return block_->area(peer).len[i]; }
   int finish(uint64_t s, int status);  // closing barrier; returns the node-wide status

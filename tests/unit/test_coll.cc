@@ -568,6 +568,60 @@ TEST_P(Coll, RandomSoak) {
             0);
 }
 
+// The ring Allgather(v) (chosen on its own where the backend cannot map every peer at once:
+// window at more ranks than slots + 1), forced: blocks above the slot size, v-layouts with gaps
+// and empty blocks, in place; a count mismatch fails on every rank without a hang and the
+// communicator goes on. shm declines the ring (its exposures are copies): the same checks.
+TEST_P(Coll, AllgathervRing) {
+  setenv("SHADDR_ALLGATHER_RING", "1", 1);
+  for (int n : node_sizes())
+    EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+                size_t bad;
+                for (size_t bytes : sizes()) {
+                  const uint64_t salt = bytes * 7 + 1;
+                  for (bool ip : {false, true}) {
+                    std::vector<unsigned char> send(bytes + 1), recv(bytes * size + 1, 0xEE);
+                    fill(send.data(), bytes, rank, salt);
+                    const void *sb = send.data();
+                    if (ip) {
+                      std::memcpy(recv.data() + rank * bytes, send.data(), bytes);
+                      sb = SHADDR_IN_PLACE;
+                    }
+                    REQUIRE(shaddr_allgather(c, sb, bytes, recv.data()) == 0, 1, "ring allgather %zu", bytes);
+                    for (int r = 0; r < size; r++)
+                      REQUIRE(check(recv.data() + r * bytes, bytes, r, salt, &bad), 2, "ring allgather %zu in_place %d block %d byte %zu", bytes, ip, r, bad);
+                  }
+                }
+                for (size_t base : {size_t(4096), size_t(100000), size_t(1) << 20}) {
+                  for (bool ip : {false, true}) {
+                    VLayout L(size, base, 5);
+                    std::vector<unsigned char> send(L.counts[rank] + 1), recv(L.total + 1, 0xEE);
+                    fill(send.data(), L.counts[rank], rank, base);
+                    const void *sb = send.data();
+                    if (ip) {
+                      std::memcpy(recv.data() + L.displs[rank], send.data(), L.counts[rank]);
+                      sb = SHADDR_IN_PLACE;
+                    }
+                    REQUIRE(shaddr_allgatherv(c, sb, L.counts[rank], recv.data(), L.counts.data(), L.displs.data()) == 0, 3, "ring allgatherv %zu", base);
+                    for (int r = 0; r < size; r++)
+                      REQUIRE(check(recv.data() + L.displs[r], L.counts[r], r, base, &bad), 4, "ring allgatherv %zu in_place %d block %d byte %zu", base, ip, r, bad);
+                  }
+                }
+                if (size > 1) {
+                  const size_t unit = 8192;
+                  std::vector<size_t> vc(size, unit), vd(size);
+                  for (int r = 0; r < size; r++) vd[r] = r * unit;
+                  std::vector<char> sb(2 * unit), rb(size * unit);
+                  int err = shaddr_allgatherv(c, sb.data(), rank == size - 1 ? 2 * unit : unit, rb.data(), vc.data(), vd.data());
+                  REQUIRE(err == -EMSGSIZE, 5, "ring allgatherv size mismatch: %d", err);
+                  REQUIRE(shaddr_barrier(c) == 0, 6, "barrier after the mismatch");
+                }
+                return 0;
+              }),
+              0);
+  unsetenv("SHADDR_ALLGATHER_RING");
+}
+
 INSTANTIATE_TEST_SUITE_P(Via, Coll, ::testing::ValuesIn(test_backends()),
                          [](const auto &info) { return info.param; });
 
@@ -617,6 +671,13 @@ TEST(CollApi, BadInputOnComm) {
               // A size mismatch found during the transfer fails on every rank, then all goes on.
               int err = shaddr_gatherv(c, buf, rank == 1 ? 2 : 1, buf + 8, counts, displs, 0);
               REQUIRE(err == -EMSGSIZE, 11, "gatherv size mismatch: %d", err);
+              // The same for Allgatherv, through the slots (8 B) and direct reads (8 KiB).
+              for (size_t unit : {size_t(8), size_t(8192)}) {
+                std::vector<char> sb(3 * unit), rb(4 * unit);
+                size_t vc[2] = {unit, unit}, vd[2] = {0, 2 * unit};
+                err = shaddr_allgatherv(c, sb.data(), rank == 1 ? 2 * unit : unit, rb.data(), vc, vd);
+                REQUIRE(err == -EMSGSIZE, 13, "allgatherv size mismatch (%zu B): %d", unit, err);
+              }
               REQUIRE(shaddr_barrier(c) == 0, 12, "barrier after errors");
                             return 0;
             }),
