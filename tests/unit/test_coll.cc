@@ -88,6 +88,24 @@ bool check(const unsigned char *p, size_t n, int rank, uint64_t salt, size_t *ba
   return true;
 }
 
+// shaddr_allgather of `bytes` per rank, in place and not; 0 or the failing REQUIRE's code.
+int allgather_both_ways(shaddr_comm_t *c, int rank, int size, size_t bytes, uint64_t salt) {
+  size_t bad;
+  for (bool ip : {false, true}) {
+    std::vector<unsigned char> send(bytes + 1), recv(bytes * size + 1, 0xEE);
+    fill(send.data(), bytes, rank, salt);
+    const void *sb = send.data();
+    if (ip) {
+      std::memcpy(recv.data() + rank * bytes, send.data(), bytes);
+      sb = SHADDR_IN_PLACE;
+    }
+    REQUIRE(shaddr_allgather(c, sb, bytes, recv.data()) == 0, 1, "allgather %zu", bytes);
+    for (int r = 0; r < size; r++)
+      REQUIRE(check(recv.data() + r * bytes, bytes, r, salt, &bad), 2, "allgather %zu in_place %d block %d byte %zu", bytes, ip, r, bad);
+  }
+  return 0;
+}
+
 // Runs body(comm, rank, size) on n forked ranks with the given backend.
 template <typename Body>
 int on_ranks(int n, const std::string &backend, Body body) {
@@ -454,18 +472,7 @@ TEST_P(Coll, AllgatherAlltoall) {
                 size_t bad;
                 for (size_t bytes : sizes()) {
                   const uint64_t salt = bytes * 3;
-                  for (bool ip : {false, true}) {
-                    std::vector<unsigned char> send(bytes + 1), recv(bytes * size + 1, 0xEE);
-                    fill(send.data(), bytes, rank, salt);
-                    const void *sb = send.data();
-                    if (ip) {
-                      std::memcpy(recv.data() + rank * bytes, send.data(), bytes);
-                      sb = SHADDR_IN_PLACE;
-                    }
-                    REQUIRE(shaddr_allgather(c, sb, bytes, recv.data()) == 0, 1, "allgather %zu", bytes);
-                    for (int r = 0; r < size; r++)
-                      REQUIRE(check(recv.data() + r * bytes, bytes, r, salt, &bad), 2, "allgather %zu in_place %d block %d byte %zu", bytes, ip, r, bad);
-                  }
+                  if (int e = allgather_both_ways(c, rank, size, bytes, salt)) return e;
                   // Alltoall: block p of rank r carries salt (r, p).
                   if (bytes * size * size > (64u << 20)) continue;
                   for (bool ip : {false, true}) {
@@ -577,21 +584,8 @@ TEST_P(Coll, AllgathervRing) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
                 size_t bad;
-                for (size_t bytes : sizes()) {
-                  const uint64_t salt = bytes * 7 + 1;
-                  for (bool ip : {false, true}) {
-                    std::vector<unsigned char> send(bytes + 1), recv(bytes * size + 1, 0xEE);
-                    fill(send.data(), bytes, rank, salt);
-                    const void *sb = send.data();
-                    if (ip) {
-                      std::memcpy(recv.data() + rank * bytes, send.data(), bytes);
-                      sb = SHADDR_IN_PLACE;
-                    }
-                    REQUIRE(shaddr_allgather(c, sb, bytes, recv.data()) == 0, 1, "ring allgather %zu", bytes);
-                    for (int r = 0; r < size; r++)
-                      REQUIRE(check(recv.data() + r * bytes, bytes, r, salt, &bad), 2, "ring allgather %zu in_place %d block %d byte %zu", bytes, ip, r, bad);
-                  }
-                }
+                for (size_t bytes : sizes())
+                  if (int e = allgather_both_ways(c, rank, size, bytes, bytes * 7 + 1)) return e;
                 for (size_t base : {size_t(4096), size_t(100000), size_t(1) << 20}) {
                   for (bool ip : {false, true}) {
                     VLayout L(size, base, 5);
