@@ -196,8 +196,9 @@ bool use_ring(Comm &c) {
 
 // Ring Allgatherv: at step k each rank copies block me - 1 - k out of its left neighbour's
 // receive buffer as soon as the neighbour has it (stage k), so every rank reads one peer's
-// buffer, which stays mapped from call to call. A rank that fails posts the last stage so that
-// nobody waits for it; finish() then fails the call on every rank.
+// buffer, which stays mapped from call to call. A rank that fails, or whose left neighbour
+// failed, posts the last stage so that nobody waits for it; finish() then reports the first
+// failure on every rank.
 int ring_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, size_t total,
                     const size_t *recvbytes, const size_t *displs) {
   const int me = c.rank(), n = c.size(), left = (me + n - 1) % n;
@@ -210,21 +211,19 @@ int ring_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, s
   const uint64_t s = c.begin();
   const void *mine = out;
   if (int e = c.post(s, &mine, &total, 1); e && !err) err = e;
-  c.post_stage(s, err ? kFailed : 0);
-  for (int k = 0; k < n - 1 && !err; k++) {
+  bool failed = err != 0;
+  for (int k = 0; k < n - 1 && !failed; k++) {
+    c.post_stage(s, static_cast<unsigned>(k));  // blocks me down to me - k are here
     const int b = ((me - 1 - k) % n + n) % n;
-    if ((err = c.wait_stage(left, s, static_cast<unsigned>(k)))) break;
-    if (c.peer_stage(left) == kFailed) {  // its own error is what finish() reports
-      c.post_stage(s, kFailed);
-      break;
-    }
-    if (displs[b] + recvbytes[b] > c.remote_len(left, 0))
+    if ((err = c.wait_stage(left, s, static_cast<unsigned>(k))) || c.peer_stage(left) == kFailed)
+      failed = true;
+    else if (displs[b] + recvbytes[b] > c.remote_len(left, 0))
       err = size_mismatch(left, c.remote_len(left, 0), displs[b] + recvbytes[b]);
     else if (recvbytes[b])
       err = c.copy_from(left, c.remote_addr(left, 0) + displs[b], out + displs[b], recvbytes[b]);
-    c.post_stage(s, err ? kFailed : static_cast<unsigned>(k + 1));
+    failed = failed || err;
   }
-  if (err) c.post_stage(s, kFailed);  // also after a failed wait: the right neighbour goes on
+  if (failed) c.post_stage(s, kFailed);
   return c.finish(s, err);
 }
 
