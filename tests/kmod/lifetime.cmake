@@ -1,0 +1,30 @@
+# Issue 21's lifetime regression tests (test_lifetime.cc) and race stress program
+# (race_stress.cc), each its own binary and one guest per kernel. Included from CMakeLists.txt,
+# which defines VM and VM_RESULTS.
+find_package(Threads REQUIRED)
+
+add_executable(shaddr_kmod_lifetime_tests test_lifetime.cc)
+target_link_libraries(shaddr_kmod_lifetime_tests PRIVATE GTest::gtest_main Threads::Threads)
+target_include_directories(shaddr_kmod_lifetime_tests PRIVATE ${SHADDR_UAPI_DIR})
+
+add_executable(shaddr_race_stress race_stress.cc)
+target_link_libraries(shaddr_race_stress PRIVATE Threads::Threads)
+target_include_directories(shaddr_race_stress PRIVATE ${SHADDR_UAPI_DIR})
+set(SHADDR_RACE_SECONDS 60 CACHE STRING "seconds the race stress program runs per kernel")
+
+# Label kmod (make test). Times on TCG per kernel, boot included: lifetime ~1.5 min, race
+# SHADDR_RACE_SECONDS + ~40 s. The guest's own limit (--timeout) ends a hung kernel early.
+foreach(series IN LISTS SHADDR_TEST_KERNELS)
+  add_test(NAME kmod.${series}.lifetime
+    COMMAND ${VM} -q --kernel ${series} --timeout 600
+            --results ${VM_RESULTS}/kmod-lifetime-${series}
+            -- $<TARGET_FILE:shaddr_kmod_lifetime_tests>)
+  set_tests_properties(kmod.${series}.lifetime PROPERTIES LABELS kmod TIMEOUT 900)
+
+  math(EXPR race_guest_timeout "${SHADDR_RACE_SECONDS} + 300")
+  add_test(NAME kmod.${series}.race
+    COMMAND ${VM} -q --kernel ${series} --timeout ${race_guest_timeout}
+            --results ${VM_RESULTS}/kmod-race-${series}
+            -- $<TARGET_FILE:shaddr_race_stress> ${SHADDR_RACE_SECONDS})
+  set_tests_properties(kmod.${series}.race PROPERTIES LABELS kmod TIMEOUT 900)
+endforeach()
