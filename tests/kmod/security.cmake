@@ -1,0 +1,29 @@
+# Security tests of the module (issue 21), included from tests/kmod/CMakeLists.txt:
+#  - shaddr_creds_tests (test_creds.cc): every credential rule across users, groups, capabilities,
+#    dumpability, setuid exec, user namespaces, passed and read-only device fds, segment modes and
+#    read-only files; with shaddr_setuid_helper, which the test installs setuid root in the guest.
+#  - the threaded, multi-process fuzzer: shaddr_ioctl_fuzz (ioctl_fuzz.cc) is built and registered
+#    (kmod.<kernel>.fuzz, SHADDR_FUZZ_SECONDS) in CMakeLists.txt; it needs threads.
+find_package(Threads REQUIRED)
+
+add_executable(shaddr_setuid_helper setuid_helper.cc)
+target_include_directories(shaddr_setuid_helper PRIVATE ${SHADDR_UAPI_DIR})
+
+add_executable(shaddr_creds_tests test_creds.cc)
+target_link_libraries(shaddr_creds_tests PRIVATE GTest::gtest Threads::Threads)
+target_include_directories(shaddr_creds_tests PRIVATE ${SHADDR_UAPI_DIR})
+target_compile_definitions(shaddr_creds_tests PRIVATE
+  SHADDR_SETUID_HELPER="$<TARGET_FILE:shaddr_setuid_helper>")
+add_dependencies(shaddr_creds_tests shaddr_setuid_helper)
+
+if(TARGET shaddr_ioctl_fuzz)
+  target_link_libraries(shaddr_ioctl_fuzz PRIVATE Threads::Threads)
+endif()
+
+foreach(series IN LISTS SHADDR_TEST_KERNELS)
+  # About a minute of TCG per kernel; the guest limit bounds a hung actor (each also has alarm()).
+  add_test(NAME kmod.${series}.creds
+    COMMAND ${VM} -q --kernel ${series} --results ${VM_RESULTS}/kmod-creds-${series}
+            --timeout 600 -- $<TARGET_FILE:shaddr_creds_tests>)
+  set_tests_properties(kmod.${series}.creds PROPERTIES LABELS kmod TIMEOUT 900)
+endforeach()
