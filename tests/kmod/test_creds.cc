@@ -56,6 +56,8 @@ struct Identity {
   int apply() const {
     int r = keep_caps ? become_with_caps(ids, caps) : become(ids);
     if (r) return 1;
+    // Dumpable first: a non-dumpable process's /proc/self/uid_map belongs to root.
+    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)) return 3;
     if (userns == 1 && enter_user_ns(ids.euid, ids.egid)) return 2;
     if (userns == 2 && enter_user_ns(0, 0)) return 2;
     if (prctl(PR_SET_DUMPABLE, dumpable ? 1 : 0, 0, 0, 0)) return 3;
