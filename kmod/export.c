@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Exports (handles): TRANSLATE and REVOKE, the global handle table, and the
- * mmu interval notifier that keeps importers' windows coherent with the
- * exporter's address space.
+ * Exports: TRANSLATE/REVOKE (handles) and MAKE/REMOVE (segments), the
+ * global handle table, and the mmu interval notifier that keeps importers'
+ * mappings coherent with the exporter's address space.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -18,7 +18,7 @@
 
 #include "shaddr_priv.h"
 
-/* Windows zapped per round of one invalidation; more take more rounds. */
+/* Mappings zapped per round of one invalidation; more take more rounds. */
 #define SHADDR_ZAP_BATCH	8
 
 static DEFINE_HASHTABLE(shaddr_exports_table, 10);
@@ -26,105 +26,145 @@ static DEFINE_SPINLOCK(shaddr_exports_lock);
 static struct workqueue_struct *shaddr_zap_wq;
 
 /*
- * An invalidation's zap work. It runs on shaddr_zap_wq while the notifier
- * waits: zapping an importer's PTEs enters that importer's mmu notifiers,
- * which must not nest inside the exporter's.
+ * One round of an invalidation's zapping: the mappings, and the part of
+ * each (exporter addresses) whose PTEs must go. With @work, it runs on
+ * shaddr_zap_wq while the notifier waits: zapping an importer's PTEs enters
+ * that importer's mmu notifiers, which must not nest inside the exporter's.
  */
 struct shaddr_zap {
 	struct work_struct work;
 	struct completion done;
 	unsigned int nr;
-	struct shaddr_window *win[SHADDR_ZAP_BATCH];
+	struct shaddr_mapping *m[SHADDR_ZAP_BATCH];
 	unsigned long start[SHADDR_ZAP_BATCH];
 	unsigned long end[SHADDR_ZAP_BATCH];
 };
 
-static void shaddr_zap_work(struct work_struct *work)
+static void shaddr_zap_batch(struct shaddr_zap *zap)
 {
-	struct shaddr_zap *zap = container_of(work, struct shaddr_zap, work);
 	unsigned int i;
 
 	for (i = 0; i < zap->nr; i++)
-		shaddr_window_zap(zap->win[i], zap->start[i], zap->end[i]);
+		shaddr_mapping_zap(zap->m[i], zap->start[i], zap->end[i]);
+}
+
+static void shaddr_zap_work(struct work_struct *work)
+{
+	struct shaddr_zap *zap = container_of(work, struct shaddr_zap, work);
+
+	shaddr_zap_batch(zap);
 	complete(&zap->done);
 }
 
 /*
- * The page range of @win that [start, end) overlaps: [*first, *last). True if
- * any of those pages may have a PTE. Caller holds exp->lock.
+ * Does @m overlap [start, end), and may it have PTEs there: pages populated
+ * in the overlap, or another invalidation still zapping it (it cleared the
+ * bits, but its caller may not free the pages before the PTEs are gone:
+ * neither may ours)? Sets [*first, *last), the overlap in pages, and
+ * *populated. Caller holds exp->lock.
  */
-static bool shaddr_window_overlap(struct shaddr_window *win,
-				  unsigned long start, unsigned long end,
-				  unsigned long *first, unsigned long *last)
+static bool shaddr_may_have_ptes(struct shaddr_mapping *m,
+				 unsigned long start, unsigned long end,
+				 unsigned long *first, unsigned long *last,
+				 bool *populated)
 {
-	unsigned long s = max(start, win->src);
-	unsigned long e = min(end, win->src + win->size);
+	unsigned long s = max(start, m->src);
+	unsigned long e = min(end, m->src + m->size);
 
 	if (s >= e)
 		return false;
-	*first = (s - win->src) >> PAGE_SHIFT;
-	*last = (e - win->src + PAGE_SIZE - 1) >> PAGE_SHIFT;
-	return find_next_bit(win->populated, *last, *first) < *last;
+	*first = (s - m->src) >> PAGE_SHIFT;
+	*last = (e - m->src + PAGE_SIZE - 1) >> PAGE_SHIFT;
+	*populated = find_next_bit(m->populated, *last, *first) < *last;
+	return *populated || m->zapping;
 }
 
 /*
- * Collect up to SHADDR_ZAP_BATCH windows with populated pages in
- * [start, end), clearing those bits and taking a reference on each window.
- * Caller holds exp->lock. Returns the number collected.
+ * Collect the next mappings after serial @*cursor that may have PTEs in
+ * [start, end): clear their bits there, count this zap on each, take a
+ * reference. Caller holds exp->lock. Returns how many; fewer than
+ * SHADDR_ZAP_BATCH means the list has been walked to its end.
  */
 static unsigned int shaddr_collect(struct shaddr_export *exp,
 				   unsigned long start, unsigned long end,
-				   struct shaddr_zap *zap)
+				   u64 *cursor, struct shaddr_zap *zap)
 {
-	struct shaddr_window *win;
+	struct shaddr_mapping *m;
 	unsigned long first, last;
+	bool populated;
 
+	lockdep_assert_held(&exp->lock);
 	zap->nr = 0;
-	list_for_each_entry(win, &exp->windows, exp_node) {
-		if (!shaddr_window_overlap(win, start, end, &first, &last))
+	list_for_each_entry(m, &exp->mappings, exp_node) {
+		if (m->serial < *cursor ||
+		    !shaddr_may_have_ptes(m, start, end, &first, &last,
+					  &populated))
 			continue;
-		bitmap_clear(win->populated, first, last - first);
-		kref_get(&win->kref);
-		zap->win[zap->nr] = win;
-		zap->start[zap->nr] = max(start, win->src);
-		zap->end[zap->nr] = min(end, win->src + win->size);
+		if (populated)
+			bitmap_clear(m->populated, first, last - first);
+		m->zapping++;
+		kref_get(&m->kref);
+		zap->m[zap->nr] = m;
+		zap->start[zap->nr] = max(start, m->src);
+		zap->end[zap->nr] = min(end, m->src + m->size);
+		*cursor = m->serial + 1;
 		if (++zap->nr == SHADDR_ZAP_BATCH)
 			break;
 	}
 	return zap->nr;
 }
 
+/*
+ * Zap every importer PTE that may map exporter pages in [start, end), and
+ * return only when they are gone. Mappings are visited in list order, a
+ * batch per round, with no lock held while zapping; mappings added meanwhile
+ * come later in the list and are visited too.
+ */
+static void shaddr_export_zap(struct shaddr_export *exp, unsigned long start,
+			      unsigned long end, bool via_worker)
+{
+	struct shaddr_zap zap;
+	u64 cursor = 0;
+	unsigned int i, nr;
+
+	do {
+		mutex_lock(&exp->lock);
+		nr = shaddr_collect(exp, start, end, &cursor, &zap);
+		mutex_unlock(&exp->lock);
+		if (!nr)
+			break;
+		if (via_worker) {
+			INIT_WORK_ONSTACK(&zap.work, shaddr_zap_work);
+			init_completion(&zap.done);
+			queue_work(shaddr_zap_wq, &zap.work);
+			wait_for_completion(&zap.done);
+			destroy_work_on_stack(&zap.work);
+		} else {
+			shaddr_zap_batch(&zap);
+		}
+		mutex_lock(&exp->lock);
+		for (i = 0; i < nr; i++)
+			zap.m[i]->zapping--;
+		mutex_unlock(&exp->lock);
+		for (i = 0; i < nr; i++)
+			shaddr_mapping_put(zap.m[i]);
+		atomic64_inc(&shaddr_stats.invalidations);
+	} while (nr == SHADDR_ZAP_BATCH);
+}
+
 /* Would an invalidation of [start, end) have PTEs to zap? exp->lock held. */
 static bool shaddr_needs_zap(struct shaddr_export *exp, unsigned long start,
 			     unsigned long end)
 {
-	struct shaddr_window *win;
+	struct shaddr_mapping *m;
 	unsigned long first, last;
+	bool populated;
 
-	list_for_each_entry(win, &exp->windows, exp_node)
-		if (shaddr_window_overlap(win, start, end, &first, &last))
+	list_for_each_entry(m, &exp->mappings, exp_node)
+		if (shaddr_may_have_ptes(m, start, end, &first, &last,
+					 &populated))
 			return true;
 	return false;
-}
-
-static void shaddr_zap_run(struct shaddr_zap *zap, bool via_worker)
-{
-	unsigned int i;
-
-	if (via_worker) {
-		INIT_WORK_ONSTACK(&zap->work, shaddr_zap_work);
-		init_completion(&zap->done);
-		queue_work(shaddr_zap_wq, &zap->work);
-		wait_for_completion(&zap->done);
-		destroy_work_on_stack(&zap->work);
-	} else {
-		for (i = 0; i < zap->nr; i++)
-			shaddr_window_zap(zap->win[i], zap->start[i],
-					  zap->end[i]);
-	}
-	for (i = 0; i < zap->nr; i++)
-		shaddr_window_put(zap->win[i]);
-	atomic64_inc(&shaddr_stats.invalidations);
 }
 
 static bool shaddr_export_invalidate(struct mmu_interval_notifier *mni,
@@ -133,33 +173,25 @@ static bool shaddr_export_invalidate(struct mmu_interval_notifier *mni,
 {
 	struct shaddr_export *exp =
 		container_of(mni, struct shaddr_export, notifier);
-	struct shaddr_zap zap;
-	bool first = true;
+	bool busy;
 
 	if (!mmu_notifier_range_blockable(range)) {
 		/* Zapping sleeps: refuse if anything would need it. */
-		bool refuse;
-
 		if (!mutex_trylock(&exp->lock))
 			return false;
-		refuse = shaddr_needs_zap(exp, range->start, range->end);
-		if (!refuse)
+		busy = shaddr_needs_zap(exp, range->start, range->end);
+		if (!busy)
 			mmu_interval_set_seq(mni, cur_seq);
 		mutex_unlock(&exp->lock);
-		return !refuse;
+		return !busy;
 	}
 
-	for (;;) {
-		mutex_lock(&exp->lock);
-		if (first)
-			mmu_interval_set_seq(mni, cur_seq);
-		first = false;
-		shaddr_collect(exp, range->start, range->end, &zap);
-		mutex_unlock(&exp->lock);
-		if (!zap.nr)
-			break;
-		shaddr_zap_run(&zap, true);
-	}
+	/* From here on, no PTE of the range can be inserted... */
+	mutex_lock(&exp->lock);
+	mmu_interval_set_seq(mni, cur_seq);
+	mutex_unlock(&exp->lock);
+	/* ...and the ones there are go before we return. */
+	shaddr_export_zap(exp, range->start, range->end, true);
 	return true;
 }
 
@@ -177,7 +209,7 @@ static void shaddr_export_release(struct kref *kref)
 	struct shaddr_export *exp =
 		container_of(kref, struct shaddr_export, kref);
 
-	WARN_ON_ONCE(!list_empty(&exp->windows));
+	WARN_ON_ONCE(!list_empty(&exp->mappings));
 	mmdrop(exp->mm);
 	put_pid(exp->tgid);
 	mutex_destroy(&exp->lock);
@@ -240,32 +272,24 @@ again:
 }
 
 /*
- * Withdraw an export: no new lookups, windows zapped and dead (SIGBUS), the
- * notifier removed, and the table's reference dropped. Caller holds
+ * Withdraw an export: no new lookups, its mappings zapped and dead (SIGBUS),
+ * the notifier removed, and the table's reference dropped. Caller holds
  * sf->lock of the owning file and has unlinked nothing yet.
  */
 void shaddr_export_revoke(struct shaddr_file *sf, struct shaddr_export *exp)
 {
-	struct shaddr_zap zap;
-
 	spin_lock(&shaddr_exports_lock);
 	hash_del_rcu(&exp->hash_node);
 	spin_unlock(&shaddr_exports_lock);
 	list_del(&exp->file_node);
 	sf->nr_exports--;
 
+	/* No PTE is inserted once it is dead... */
 	mutex_lock(&exp->lock);
 	WRITE_ONCE(exp->dead, true);
 	mutex_unlock(&exp->lock);
-	/* Not inside a notifier here: zap directly, batch by batch. */
-	for (;;) {
-		mutex_lock(&exp->lock);
-		shaddr_collect(exp, 0, ULONG_MAX, &zap);
-		mutex_unlock(&exp->lock);
-		if (!zap.nr)
-			break;
-		shaddr_zap_run(&zap, false);
-	}
+	/* ...and those there are go (not inside a notifier: zap directly). */
+	shaddr_export_zap(exp, 0, ULONG_MAX, false);
 	mmu_interval_notifier_remove(&exp->notifier);
 	shaddr_export_put(exp);
 }
@@ -283,10 +307,9 @@ void shaddr_export_revoke(struct shaddr_file *sf, struct shaddr_export *exp)
  * Return: the export (one reference, the table's once published), or
  * ERR_PTR(-ENOSPC/-ENOMEM/...).
  */
-struct shaddr_export *shaddr_export_create(struct shaddr_file *sf,
-					   enum shaddr_export_kind kind,
-					   unsigned long base,
-					   unsigned long size)
+static struct shaddr_export *
+shaddr_export_create(struct shaddr_file *sf, enum shaddr_export_kind kind,
+		     unsigned long base, unsigned long size)
 {
 	struct shaddr_export *exp;
 	int ret;
@@ -298,7 +321,7 @@ struct shaddr_export *shaddr_export_create(struct shaddr_file *sf,
 		return ERR_PTR(-ENOMEM);
 	kref_init(&exp->kref);
 	mutex_init(&exp->lock);
-	INIT_LIST_HEAD(&exp->windows);
+	INIT_LIST_HEAD(&exp->mappings);
 	exp->mm = sf->mm;
 	mmgrab(exp->mm);
 	exp->tgid = get_task_pid(current, PIDTYPE_TGID);

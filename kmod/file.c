@@ -44,7 +44,7 @@ static int shaddr_release(struct inode *inode, struct file *file)
 	struct shaddr_file *sf = file->private_data;
 
 	pr_debug("release of file opened by tgid %d\n", sf->owner_tgid);
-	/* Every window VMA holds the file, so none is left here. */
+	/* Every mapping holds the file, so none is left here. */
 	mutex_lock(&sf->lock);
 	shaddr_access_release_all(sf);
 	shaddr_export_release_all(sf);
@@ -88,14 +88,22 @@ static long shaddr_ioc_set_slot_size(struct shaddr_file *sf,
 	return 0;
 }
 
-/* Commands that act on the caller's address space need the file's own. */
-static bool shaddr_cmd_needs_owner(unsigned int cmd)
+/*
+ * May the caller issue @cmd (not VERSION) on this file? Unknown commands
+ * are -ENOTTY. Every command acts on the state of the address space that
+ * opened the file: from any other (a passed or inherited descriptor) it
+ * fails with -EBADFD, so that nothing of the owner's shows. Every command
+ * but QUERY needs a descriptor open for writing (-EBADF).
+ */
+static long shaddr_may_issue(struct shaddr_file *sf, struct file *file,
+			     unsigned int cmd)
 {
 	switch (cmd) {
 	case SHADDR_IOC_TRANSLATE:
 	case SHADDR_IOC_REVOKE:
 	case SHADDR_IOC_MAP:
 	case SHADDR_IOC_UNMAP:
+	case SHADDR_IOC_QUERY:
 	case SHADDR_IOC_SET_SLOT_SIZE:
 	case SHADDR_IOC_MAKE:
 	case SHADDR_IOC_REMOVE:
@@ -103,10 +111,15 @@ static bool shaddr_cmd_needs_owner(unsigned int cmd)
 	case SHADDR_IOC_RELEASE:
 	case SHADDR_IOC_ATTACH:
 	case SHADDR_IOC_DETACH:
-		return true;
+		break;
 	default:
-		return false;
+		return -ENOTTY;
 	}
+	if (current->mm != sf->mm)
+		return -EBADFD;
+	if (cmd != SHADDR_IOC_QUERY && !(file->f_mode & FMODE_WRITE))
+		return -EBADF;
+	return 0;
 }
 
 static long shaddr_ioctl(struct file *file, unsigned int cmd,
@@ -120,10 +133,9 @@ static long shaddr_ioctl(struct file *file, unsigned int cmd,
 		ret = shaddr_ioc_version(uarg);
 		goto out;
 	}
-	if (shaddr_cmd_needs_owner(cmd) && current->mm != sf->mm) {
-		ret = -EBADFD;
+	ret = shaddr_may_issue(sf, file, cmd);
+	if (ret)
 		goto out;
-	}
 
 	mutex_lock(&sf->lock);
 	switch (cmd) {

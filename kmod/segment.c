@@ -121,9 +121,38 @@ static void shaddr_access_free(struct shaddr_file *sf,
 	kfree(acc);
 }
 
+/*
+ * munmap the attachment of @sf containing @addr (any attachment made
+ * through @apid if @apid is not 0). Returns 0, -ENOENT or an error of
+ * vm_munmap(); the close of the VMA retires the attachment.
+ */
+static long shaddr_detach_one(struct shaddr_file *sf, unsigned long addr,
+			      u64 apid)
+{
+	unsigned long start = 0, size = 0;
+	struct shaddr_mapping *m;
+
+	spin_lock(&sf->slot_lock);
+	list_for_each_entry(m, &sf->attachments, file_node) {
+		if (m->state != SHADDR_MAPPING_MAPPED)
+			continue;
+		if (apid ? m->apid == apid :
+		    addr >= m->uaddr && addr - m->uaddr < m->size) {
+			start = m->uaddr;
+			size = m->size;
+			break;
+		}
+	}
+	spin_unlock(&sf->slot_lock);
+	if (!size)
+		return -ENOENT;
+	return vm_munmap(start, size);
+}
+
 long shaddr_ioc_release(struct shaddr_file *sf, void __user *uarg)
 {
 	struct shaddr_access *acc;
+	unsigned int n;
 	u64 apid;
 
 	if (copy_from_user(&apid, uarg, sizeof(apid)))
@@ -131,7 +160,10 @@ long shaddr_ioc_release(struct shaddr_file *sf, void __user *uarg)
 	acc = shaddr_access_find(sf, apid);
 	if (!acc)
 		return -ENOENT;
-	shaddr_detach_apid(sf, apid);
+	/* Each round unmaps one; bounded by what the file could hold. */
+	for (n = 0; n <= shaddr_max_attachments; n++)
+		if (shaddr_detach_one(sf, 0, apid))
+			break;
 	shaddr_access_free(sf, acc);
 	return 0;
 }
@@ -170,10 +202,11 @@ long shaddr_ioc_attach(struct shaddr_file *sf, struct file *file,
 	hint = req.vaddr & PAGE_MASK;
 
 	kref_get(&seg->kref);	/* handed to the attachment */
-	ret = shaddr_window_create(sf, file, seg, start, len, acc->writable,
-				   acc->apid, hint, fixed, &addr);
+	ret = shaddr_mapping_create(sf, file, seg, start, len, acc->writable,
+				    acc->apid, hint, fixed, &addr, NULL);
 	if (ret)
 		return ret;
+	sf->used = true;
 
 	req.addr = addr + pg_off;
 	if (copy_to_user(uarg, &req, sizeof(req))) {
@@ -189,7 +222,7 @@ long shaddr_ioc_detach(struct shaddr_file *sf, void __user *uarg)
 
 	if (copy_from_user(&addr, uarg, sizeof(addr)))
 		return -EFAULT;
-	return shaddr_detach_at(sf, addr);
+	return shaddr_detach_one(sf, addr, 0);
 }
 
 /* The file is being released: its attachments are gone (VMAs hold it). */

@@ -5,33 +5,59 @@
  *
  * Objects
  *  - struct shaddr_file: one open of /dev/shaddr, bound to the address space
- *    (mm) that opened it. Owns its exports and its slot table.
- *  - struct shaddr_export: a handle from TRANSLATE: blocks of the owner's
- *    address space, watched by an mmu interval notifier. Found by handle in
- *    a global RCU hash table. kref: the hash table (until revoked), each
- *    window mapped from it, and transient lookups.
- *  - struct shaddr_window: one importer mapping of one block of an export,
- *    occupying one slot. kref: the VMA (dropped at vm_ops->close), and
- *    transient users (the invalidation path).
+ *    (mm) that opened it. Owns its exports, its access ids, its slot table
+ *    and its attachment quota.
+ *  - struct shaddr_export: a handle from TRANSLATE or a segment from MAKE:
+ *    a range of the owner's address space, watched by an mmu interval
+ *    notifier. Found by id in a global RCU hash table. kref: the table
+ *    (until revoked), each mapping of it, each access id (segments), and
+ *    transient lookups.
+ *  - struct shaddr_mapping: one importer mapping of part of an export: a
+ *    window (one block of a handle, in a slot) or an attachment (a range of
+ *    a segment). kref: MAP/ATTACH while it creates the mapping, each VMA
+ *    that maps it (taken in ->mmap and vm_ops->open, dropped in
+ *    vm_ops->close), and transient users (invalidations).
+ *
+ * VMA lifecycle
+ *  A mapping is bound to a VMA only by the ->mmap that its own MAP/ATTACH
+ *  ioctl triggers through vm_mmap(): ->mmap accepts the mapping pending in
+ *  the file *for the calling task* and consumes it, so no other mmap() of
+ *  the device (another thread, another offset, remap_file_pages()) can bind
+ *  anything. The kernel may duplicate the VMA (a move that mremap() then
+ *  undoes): vm_ops->open counts the duplicate, vm_ops->close uncounts each
+ *  VMA, and only when the last VMA of a mapping closes is the mapping
+ *  retired: taken off its export's list and its slot or quota released.
+ *  A VMA never unlinks a mapping that another VMA still shows.
  *
  * Locking (outermost first)
- *  - shaddr_file.lock (mutex): ioctls of one file; its export list.
- *  - importer mmap_lock -> exporter mmap_lock: only in the fault path, and
- *    there with mmap_read_trylock() (a busy exporter means "fault again"), so
- *    two processes mapping each other cannot deadlock.
- *  - shaddr_export.lock (mutex): the export's window list, each window's
- *    populated bitmap, the dead flag, and the notifier sequence: a PTE is only
- *    inserted under this lock after mmu_interval_read_retry() said the pages
- *    are still current.
- *  - shaddr_file.slot_lock (spinlock): the slot table; taken last.
+ *  - shaddr_file.lock (mutex): ioctls of one file; its exports and access
+ *    ids.
+ *  - mmap_lock: the importer's (faults, vm_ops, MAP/ATTACH populating) and
+ *    the exporter's (pinning). They are never nested: the fault path takes
+ *    the exporter's only with mmap_read_trylock(), and population pins
+ *    with the exporter's lock alone, then inserts with the importer's
+ *    alone. Two processes mapping each other cannot deadlock.
+ *  - shaddr_export.lock (mutex): the export's mapping list, each mapping's
+ *    populated bitmap and zap count, the dead flag, and the notifier
+ *    sequence: a PTE is only inserted under this lock after
+ *    mmu_interval_read_retry() said the pages are still current, and only
+ *    into a mapping still on the list. Nothing that can reclaim memory runs
+ *    under it (the notifier takes it from reclaim).
+ *  - shaddr_file.slot_lock (spinlock): the slot table, the attachment list
+ *    and quota, the pending mapping, and each mapping's VMA count and
+ *    state; taken last.
  *  - shaddr_exports_lock (spinlock): writers of the handle hash table.
  *
  * Coherence: exporter pages are pinned (FOLL_PIN) only while their PFNs are
- * inserted into a window, as KVM does; the mmu interval notifier then zaps
- * importer PTEs before the exporter's page can be freed, migrated or
- * replaced. The zap (unmap_mapping_range on the window's file range) runs
- * on a workqueue while the notifier waits, so that no mm's notifier is
- * entered from inside another's.
+ * inserted, as KVM does; the mmu interval notifier then zaps importer PTEs
+ * before the exporter's page can be freed, migrated or replaced. An
+ * invalidation zaps every mapping that may have PTEs in its range: those
+ * with populated pages there, and those another invalidation is zapping
+ * right now (its caller must not free pages that the first one has not
+ * finished unmapping). The zap (unmap_mapping_range() of the mapping's file
+ * range) runs on a workqueue while the notifier waits, so that no mm's
+ * notifier is entered from inside another's; no shaddr lock is held while
+ * it runs.
  */
 #ifndef _SHADDR_PRIV_H
 #define _SHADDR_PRIV_H
@@ -48,11 +74,12 @@
 
 #include <linux/shaddr.h>
 
-struct shaddr_window;
+struct shaddr_mapping;
 
 /**
  * struct shaddr_file - state of one open file description of /dev/shaddr
- * @lock: serialises ioctls on this file and guards @exports, @nr_exports
+ * @lock: serialises ioctls on this file and guards @exports, @nr_exports,
+ *        @accesses, @nr_accesses, @used and @slot_size
  * @mm: address space that opened the file (mmgrab'd); ioctls from any other
  *      address space fail with -EBADFD
  * @owner_tgid: thread group that opened the file (for diagnostics)
@@ -63,17 +90,19 @@ struct shaddr_window;
  * @nr_exports: length of @exports
  * @accesses: access ids from GET (struct shaddr_access.file_node)
  * @nr_accesses: length of @accesses
- * @slot_lock: guards @slots, @attachments, @nr_attachments, @attach_bytes
- *             and @pending
+ * @slot_lock: guards @slots, @attachments, @nr_attachments, @attach_bytes,
+ *             @pending, @pending_task, and the VMA count and state of every
+ *             mapping imported through this file
  * @slots: the window in each slot, or NULL
- * @attachments: segment attachments (struct shaddr_window.file_node)
+ * @attachments: segment attachments (struct shaddr_mapping.file_node)
  * @nr_attachments: length of @attachments
  * @attach_bytes: bytes of all @attachments
- * @pending: the window a MAP or ATTACH of this file is creating with
- *           vm_mmap(); ->mmap accepts only it
+ * @pending: the mapping a MAP or ATTACH of this file is creating with
+ *           vm_mmap(); ->mmap binds only it, and only once
+ * @pending_task: the task inside that vm_mmap()
  */
 struct shaddr_file {
-	struct mutex lock;	/* ioctls of this file; exports */
+	struct mutex lock;	/* ioctls of this file; see kernel-doc */
 	struct mm_struct *mm;
 	pid_t owner_tgid;
 	u64 slot_size;
@@ -84,11 +113,12 @@ struct shaddr_file {
 	struct list_head accesses;
 	unsigned int nr_accesses;
 	spinlock_t slot_lock;	/* see kernel-doc above */
-	struct shaddr_window *slots[SHADDR_MAX_SLOTS];
+	struct shaddr_mapping *slots[SHADDR_MAX_SLOTS];
 	struct list_head attachments;
 	unsigned int nr_attachments;
 	unsigned long attach_bytes;
-	struct shaddr_window *pending;
+	struct shaddr_mapping *pending;
+	struct task_struct *pending_task;
 };
 
 /* What a struct shaddr_export is. */
@@ -98,9 +128,9 @@ enum shaddr_export_kind {
 };
 
 /**
- * struct shaddr_export - an exported range of blocks (a handle)
+ * struct shaddr_export - an exported range of blocks (a handle) or a segment
  * @kref: see the file comment
- * @handle: the opaque handle
+ * @handle: the opaque handle or segid
  * @hash_node: in the global handle table while not revoked
  * @file_node: in the owning file's export list while not revoked
  * @rcu: frees the export after an RCU grace period
@@ -116,10 +146,11 @@ enum shaddr_export_kind {
  * @gid: owner's effective gid at MAKE (segments)
  * @mode: 0777-style permission bits (segments)
  * @notifier: mmu interval notifier over [@base, @base + @size)
- * @lock: guards @windows, @dead and the populated bitmaps of the windows;
- *        held while PTEs are inserted
- * @windows: windows mapped from this export (struct shaddr_window.exp_node)
- * @dead: revoked, or its file closed: windows raise SIGBUS
+ * @lock: see the file comment
+ * @mappings: mappings of this export (struct shaddr_mapping.exp_node), in
+ *            creation order
+ * @next_serial: serial number of the next mapping added to @mappings
+ * @dead: revoked, or its file closed: mappings raise SIGBUS
  */
 struct shaddr_export {
 	struct kref kref;
@@ -139,8 +170,9 @@ struct shaddr_export {
 	kgid_t gid;
 	u32 mode;
 	struct mmu_interval_notifier notifier;
-	struct mutex lock;	/* guards windows, dead, bitmaps */
-	struct list_head windows;
+	struct mutex lock;	/* see the file comment */
+	struct list_head mappings;
+	u64 next_serial;
 	bool dead;
 };
 
@@ -158,42 +190,55 @@ struct shaddr_access {
 	struct list_head file_node;
 };
 
+/* Where a mapping is in its life (struct shaddr_mapping.state). */
+enum shaddr_mapping_state {
+	SHADDR_MAPPING_NEW,	/* created, waiting for its ->mmap */
+	SHADDR_MAPPING_MAPPED,	/* shown by @nr_vmas VMAs */
+	SHADDR_MAPPING_RETIRED,	/* off its export, slot/quota released */
+};
+
 /**
- * struct shaddr_window - a window (one block of a handle, in a slot) or an
+ * struct shaddr_mapping - a window (one block of a handle, in a slot) or an
  * attachment (a range of a segment) mapped into an importer
  * @kref: see the file comment
  * @exp: the export (holds a reference)
- * @importer: the importing file (outlives the window: the VMA pins the file)
+ * @importer: the importing file; kept alive by @file
+ * @file: the device file the mapping is made through (holds a reference)
  * @slot: slot index in @importer, or -1 for an attachment
  * @apid: access id an attachment was made through (0 for windows)
- * @file_node: in @importer->attachments (attachments only)
- * @exp_node: in @exp->windows
+ * @file_node: in @importer->attachments (attachments, until retired)
+ * @exp_node: in @exp->mappings (until retired; under @exp->lock)
+ * @serial: position in @exp->mappings (increasing along the list)
  * @src: exporter address of the first byte mapped
  * @size: bytes mapped (page multiple)
- * @uaddr: window start in the importer, 0 until mapped
- * @file_off: offset of the window in the device file's address space,
- *            unique per window, so that unmap_mapping_range() zaps exactly
- *            this window
- * @file: the device file the window is mapped through (holds a reference)
- * @writable: the window maps with write permission
- * @vma_live: between ->mmap and ->close of its VMA
+ * @file_off: offset of the mapping in the device file's address space,
+ *            unique per mapping for its whole life, so that
+ *            unmap_mapping_range() zaps exactly this mapping
+ * @writable: the mapping maps with write permission
+ * @state: see enum shaddr_mapping_state (under @importer->slot_lock)
+ * @nr_vmas: VMAs showing the mapping (under @importer->slot_lock)
+ * @uaddr: start of its VMA in the importer (under @importer->slot_lock)
+ * @zapping: invalidations zapping this mapping right now (under @exp->lock)
  * @populated: one bit per page that may have a PTE (under @exp->lock)
  */
-struct shaddr_window {
+struct shaddr_mapping {
 	struct kref kref;
 	struct shaddr_export *exp;
 	struct shaddr_file *importer;
+	struct file *file;
 	int slot;
 	u64 apid;
 	struct list_head file_node;
 	struct list_head exp_node;
+	u64 serial;
 	unsigned long src;
 	unsigned long size;
-	unsigned long uaddr;
 	loff_t file_off;
-	struct file *file;
 	bool writable;
-	bool vma_live;
+	enum shaddr_mapping_state state;
+	unsigned int nr_vmas;
+	unsigned long uaddr;
+	unsigned int zapping;
 	unsigned long *populated;
 };
 
@@ -249,42 +294,39 @@ bool shaddr_may_attach(struct pid *tgid, struct mm_struct *mm);
 /* export.c */
 int shaddr_export_init(void);
 void shaddr_export_exit(void);
-struct shaddr_export *shaddr_export_create(struct shaddr_file *sf,
-					   enum shaddr_export_kind kind,
-					   unsigned long base,
-					   unsigned long size);
 void shaddr_export_revoke(struct shaddr_file *sf, struct shaddr_export *exp);
 long shaddr_ioc_translate(struct shaddr_file *sf, void __user *uarg);
 long shaddr_ioc_revoke(struct shaddr_file *sf, void __user *uarg);
+long shaddr_ioc_make(struct shaddr_file *sf, void __user *uarg);
+long shaddr_ioc_remove(struct shaddr_file *sf, void __user *uarg);
 void shaddr_export_release_all(struct shaddr_file *sf);
 struct shaddr_export *shaddr_export_lookup(u64 handle,
 					   enum shaddr_export_kind kind);
 void shaddr_export_put(struct shaddr_export *exp);
 
+/* mapping.c */
+long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
+			   struct shaddr_export *exp, unsigned long src,
+			   unsigned long size, bool writable, u64 apid,
+			   unsigned long hint, bool fixed, unsigned long *addr,
+			   int *slot);
+int shaddr_mmap(struct file *file, struct vm_area_struct *vma);
+void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long start,
+			unsigned long end);
+void shaddr_mapping_put(struct shaddr_mapping *m);
+
+/* window.c */
+long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
+		    void __user *uarg);
+long shaddr_ioc_unmap(struct shaddr_file *sf, void __user *uarg);
+long shaddr_ioc_query(struct shaddr_file *sf, void __user *uarg);
+
 /* segment.c */
-long shaddr_ioc_make(struct shaddr_file *sf, void __user *uarg);
-long shaddr_ioc_remove(struct shaddr_file *sf, void __user *uarg);
 long shaddr_ioc_get(struct shaddr_file *sf, void __user *uarg);
 long shaddr_ioc_release(struct shaddr_file *sf, void __user *uarg);
 long shaddr_ioc_attach(struct shaddr_file *sf, struct file *file,
 		       void __user *uarg);
 long shaddr_ioc_detach(struct shaddr_file *sf, void __user *uarg);
 void shaddr_access_release_all(struct shaddr_file *sf);
-
-/* window.c */
-long shaddr_window_create(struct shaddr_file *sf, struct file *file,
-			  struct shaddr_export *exp, unsigned long src,
-			  unsigned long size, bool writable, u64 apid,
-			  unsigned long hint, bool fixed, unsigned long *addr);
-long shaddr_detach_at(struct shaddr_file *sf, unsigned long addr);
-void shaddr_detach_apid(struct shaddr_file *sf, u64 apid);
-long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,
-		    void __user *uarg);
-long shaddr_ioc_unmap(struct shaddr_file *sf, void __user *uarg);
-long shaddr_ioc_query(struct shaddr_file *sf, void __user *uarg);
-int shaddr_mmap(struct file *file, struct vm_area_struct *vma);
-void shaddr_window_zap(struct shaddr_window *win, unsigned long start,
-		       unsigned long end);
-void shaddr_window_put(struct shaddr_window *win);
 
 #endif /* _SHADDR_PRIV_H */

@@ -11,6 +11,21 @@
  *  - reserved fields must be zero on input and are zeroed on output;
  *  - a change that is not backward compatible bumps SHADDR_ABI_MAJOR,
  *    an addition bumps SHADDR_ABI_MINOR and sets a new SHADDR_FEAT_* bit.
+ *
+ * Rules for every command but VERSION:
+ *  - it acts on the address space that opened the file: from any other (a
+ *    descriptor inherited across fork or passed over a socket) it fails
+ *    with -EBADFD, QUERY included;
+ *  - QUERY aside, it needs a descriptor open for writing, else -EBADF;
+ *  - an unknown command is -ENOTTY.
+ * A plain mmap() of the device always fails (-EINVAL): mappings are made
+ * by MAP and ATTACH only. They cannot be split, moved, grown or shrunk
+ * (mremap() fails and leaves them intact), are not inherited across fork,
+ * and go away on UNMAP/DETACH, munmap(), or exit.
+ *
+ * ABI 1.1: QUERY and the other commands refuse foreign address spaces and
+ * read-only descriptors as above (1.0 answered QUERY anywhere and failed
+ * MAP on a read-only descriptor with -EINVAL).
  */
 #ifndef _UAPI_LINUX_SHADDR_H
 #define _UAPI_LINUX_SHADDR_H
@@ -22,7 +37,7 @@
 #define SHADDR_DEVICE_NAME	"shaddr"
 
 #define SHADDR_ABI_MAJOR	1
-#define SHADDR_ABI_MINOR	0
+#define SHADDR_ABI_MINOR	1
 
 /*
  * Feature bits reported by SHADDR_IOC_VERSION. A bit is set only when the
@@ -204,12 +219,14 @@ struct shaddr_query {
  * Argument: &struct shaddr_map. The window is populated with the exporter's
  * present pages at once; other pages fault in on first touch, in the
  * exporter's address space. It is not inherited across fork, cannot be
- * split or moved, and goes away on UNMAP, munmap, close or exit.
+ * split or moved, and goes away on UNMAP, munmap or exit. A write window
+ * maps only what the exporter may write itself: pages of a read-only
+ * mapping of the exporter's raise SIGBUS.
  *
  * Return: 0; -EFAULT; -EINVAL (bad @prot, @flags or @block); -ENOENT (no
  * such handle, or revoked); -EPERM (the caller may not ptrace-attach to the
  * exporter); -EACCES (@prot asks for write on a read-only handle);
- * -ENOSPC (no free slot); -EBADFD; -ENOMEM.
+ * -ENOSPC (no free slot); -EBADFD; -EBADF; -ENOMEM.
  */
 #define SHADDR_IOC_MAP		_IOWR(SHADDR_IOC_MAGIC, 0x03, struct shaddr_map)
 
@@ -228,7 +245,7 @@ struct shaddr_query {
  *
  * Argument: &struct shaddr_query, filled in by the kernel.
  *
- * Return: 0; -EFAULT.
+ * Return: 0; -EFAULT; -EBADFD (the file belongs to another address space).
  */
 #define SHADDR_IOC_QUERY	_IOR(SHADDR_IOC_MAGIC, 0x05, struct shaddr_query)
 
@@ -351,13 +368,16 @@ struct shaddr_attach {
  * define SHADDR_IOC_ATTACH - map part of a segment into the caller
  *
  * Argument: &struct shaddr_attach. Read-only unless the access id is
- * %SHADDR_SEG_RDWR. Populated at once with present pages; the rest faults
- * in on demand. munmap() of an attachment is a clean detach.
+ * %SHADDR_SEG_RDWR. Its first 256 MiB are populated at once with present
+ * pages; the rest faults in on demand (population stops at a fatal
+ * signal). munmap() of an attachment is a clean detach. At most 1 TiB.
  *
- * Return: 0; -EFAULT; -EINVAL (range outside the segment, zero size,
- * @flags, @pad, misaligned fixed address); -ENOENT (no such access id, or
- * the segment was removed); -ENOSPC (max_attachments reached); -ENOMEM
- * (max_attach_mib reached, or no memory); -EBADFD; errors of mmap(2).
+ * Return: 0; -EFAULT; -EINVAL (range outside the segment, zero size or
+ * above 1 TiB, @flags, @pad, misaligned fixed address); -ENOENT (no such
+ * access id, or the segment was removed); -ENOSPC (max_attachments
+ * reached); -ENOMEM (max_attach_mib reached, checked before anything sized
+ * by the request is allocated, or no memory); -EBADFD; -EBADF; errors of
+ * mmap(2).
  */
 #define SHADDR_IOC_ATTACH	_IOWR(SHADDR_IOC_MAGIC, 0x14, \
 				      struct shaddr_attach)

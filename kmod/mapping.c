@@ -1,0 +1,709 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Mappings (importer side), shared by windows and attachments: create one
+ * and bind it to the VMA its own ioctl makes, count the VMAs that show it,
+ * retire it when the last one closes, populate it, fault the rest in on
+ * demand, and zap its PTEs for the invalidation path.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bitmap.h>
+#include <linux/file.h>
+#include <linux/idr.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/pfn_t.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "compat.h"
+#include "shaddr_priv.h"
+
+/* Pages pinned per batch when a mapping is populated at MAP/ATTACH time. */
+#define SHADDR_POPULATE_BATCH	256
+/*
+ * Bytes populated eagerly: the largest slot. Beyond it, pages fault in on
+ * demand, so a huge attachment costs nothing until touched.
+ */
+#define SHADDR_POPULATE_MAX	SHADDR_SLOT_256M
+/* Pages a fault maps: the faulting one, plus present ones after it. */
+#define SHADDR_FAULT_AROUND	16
+/*
+ * A mapping id selects a unique range of the device file, one maximal
+ * attachment (1 TiB) wide.
+ */
+#define SHADDR_MAPPING_SPAN	BIT_ULL(40)
+#define SHADDR_MAX_MAPPING_IDS	BIT(22)
+
+static DEFINE_IDA(shaddr_mapping_ids);
+static const struct vm_operations_struct shaddr_mapping_vm_ops;
+
+static void shaddr_mapping_release(struct kref *kref)
+{
+	struct shaddr_mapping *m =
+		container_of(kref, struct shaddr_mapping, kref);
+
+	WARN_ON_ONCE(m->state != SHADDR_MAPPING_RETIRED);
+	if (m->file)
+		fput(m->file);
+	ida_free(&shaddr_mapping_ids, m->file_off / SHADDR_MAPPING_SPAN);
+	shaddr_export_put(m->exp);
+	kvfree(m->populated);
+	kfree(m);
+}
+
+void shaddr_mapping_put(struct shaddr_mapping *m)
+{
+	kref_put(&m->kref, shaddr_mapping_release);
+}
+
+/* Remove the importer's PTEs of [start, end) (exporter addresses). */
+void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long start,
+			unsigned long end)
+{
+	unmap_mapping_range(m->file->f_mapping,
+			    m->file_off + (start - m->src), end - start, 1);
+}
+
+/*
+ * Take a free slot (windows) or attachment quota (attachments), before
+ * anything sized by the request is allocated. On success the mapping is
+ * new, waiting for its VMA.
+ */
+static int shaddr_reserve(struct shaddr_file *sf, struct shaddr_mapping *m)
+{
+	int ret = -ENOSPC;
+	unsigned int i;
+
+	spin_lock(&sf->slot_lock);
+	if (m->slot < 0) {
+		if (sf->nr_attachments >= shaddr_max_attachments) {
+			ret = -ENOSPC;
+		} else if ((sf->attach_bytes + m->size) >> 20 >
+			   shaddr_max_attach_mib) {
+			ret = -ENOMEM;
+		} else {
+			list_add(&m->file_node, &sf->attachments);
+			sf->nr_attachments++;
+			sf->attach_bytes += m->size;
+			ret = 0;
+		}
+	} else {
+		for (i = 0; i < sf->nr_slots; i++) {
+			if (!sf->slots[i]) {
+				sf->slots[i] = m;
+				m->slot = i;
+				ret = 0;
+				break;
+			}
+		}
+	}
+	if (!ret)
+		m->state = SHADDR_MAPPING_NEW;
+	spin_unlock(&sf->slot_lock);
+	return ret;
+}
+
+/*
+ * The mapping is shown by no VMA any more (or never was): take it off its
+ * export, release its slot or quota. Idempotent; the caller still holds a
+ * reference.
+ */
+static void shaddr_mapping_retire(struct shaddr_mapping *m)
+{
+	struct shaddr_file *sf = m->importer;
+	struct shaddr_export *exp = m->exp;
+
+	spin_lock(&sf->slot_lock);
+	if (m->state == SHADDR_MAPPING_RETIRED) {
+		spin_unlock(&sf->slot_lock);
+		return;
+	}
+	m->state = SHADDR_MAPPING_RETIRED;
+	if (m->slot >= 0) {
+		sf->slots[m->slot] = NULL;
+	} else {
+		list_del_init(&m->file_node);
+		sf->nr_attachments--;
+		sf->attach_bytes -= m->size;
+	}
+	spin_unlock(&sf->slot_lock);
+
+	mutex_lock(&exp->lock);
+	list_del_init(&m->exp_node);
+	mutex_unlock(&exp->lock);
+	atomic64_dec(m->slot >= 0 ? &shaddr_stats.windows :
+		     &shaddr_stats.attachments);
+}
+
+#ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
+/*
+ * Is the page at byte offset @off of the mapping part of a PMD-sized folio
+ * that the exporter maps at a 2 MiB-aligned address, in a mapping whose
+ * importer address is aligned alike? Then one PMD can map all of it.
+ */
+static bool shaddr_huge_eligible(struct shaddr_mapping *m,
+				 struct vm_area_struct *vma, unsigned long off,
+				 struct page *page)
+{
+	struct folio *folio = page_folio(page);
+	unsigned long src = m->src + off, haddr;
+
+	if (!folio_test_pmd_mappable(folio) || folio_order(folio) != PMD_ORDER)
+		return false;
+	if ((src & ~PMD_MASK) != folio_page_idx(folio, page) << PAGE_SHIFT)
+		return false;
+	haddr = (vma->vm_start + off) & PMD_MASK;
+	return ((vma->vm_start + off) & ~PMD_MASK) == (src & ~PMD_MASK) &&
+	       haddr >= vma->vm_start && haddr + PMD_SIZE <= vma->vm_end;
+}
+#else
+static bool shaddr_huge_eligible(struct shaddr_mapping *m,
+				 struct vm_area_struct *vma, unsigned long off,
+				 struct page *page)
+{
+	return false;
+}
+#endif
+
+/*
+ * May PTEs of @m be inserted now? Caller holds exp->lock: the export is
+ * alive, the mapping is still on its list (so invalidations see it), and no
+ * invalidation ran since @seq.
+ */
+static int shaddr_may_insert(struct shaddr_mapping *m, unsigned long seq)
+{
+	struct shaddr_export *exp = m->exp;
+
+	lockdep_assert_held(&exp->lock);
+	if (exp->dead || list_empty(&m->exp_node))
+		return -ENOENT;
+	if (mmu_interval_read_retry(&exp->notifier, seq))
+		return -EAGAIN;
+	return 0;
+}
+
+/*
+ * Insert PTEs for @nr pinned exporter pages at byte offset @off of the
+ * mapping, unless an invalidation ran since @seq. Caller holds the
+ * importer's mmap lock (or VMA lock). With @leave_huge, pages that a PMD can
+ * map are skipped: their first touch takes the huge fault path. Returns 0,
+ * -EAGAIN (pages went stale: retry), -ENOENT (export or mapping gone) or
+ * -ENOMEM.
+ */
+static int shaddr_mapping_insert(struct shaddr_mapping *m,
+				 struct vm_area_struct *vma, unsigned long off,
+				 struct page **pages, long nr, unsigned long seq,
+				 bool leave_huge)
+{
+	struct shaddr_export *exp = m->exp;
+	unsigned int noreclaim;
+	vm_fault_t vmf;
+	int ret;
+	long i;
+
+	mutex_lock(&exp->lock);
+	ret = shaddr_may_insert(m, seq);
+	if (ret)
+		goto out;
+	/* Page-table allocations here must not recurse into our notifier. */
+	noreclaim = memalloc_noreclaim_save();
+	for (i = 0; i < nr; i++) {
+		unsigned long idx = (off >> PAGE_SHIFT) + i;
+
+		if (leave_huge &&
+		    shaddr_huge_eligible(m, vma, idx << PAGE_SHIFT, pages[i]))
+			continue;
+		set_bit(idx, m->populated);
+		vmf = vmf_insert_pfn(vma, vma->vm_start + (idx << PAGE_SHIFT),
+				     page_to_pfn(pages[i]));
+		if (vmf & VM_FAULT_ERROR) {
+			ret = -ENOMEM;
+			break;
+		}
+	}
+	memalloc_noreclaim_restore(noreclaim);
+	atomic64_add(i, &shaddr_stats.pages_mapped);
+out:
+	mutex_unlock(&exp->lock);
+	return ret;
+}
+
+static void shaddr_unpin(struct shaddr_mapping *m, struct page **pages,
+			 long nr)
+{
+	/* A writable mapping may be written through: the pages are dirty. */
+	unpin_user_pages_dirty_lock(pages, nr, m->writable);
+	atomic64_sub(nr, &shaddr_stats.pages_pinned);
+}
+
+static long shaddr_pin(struct shaddr_mapping *m, struct mm_struct *mm,
+		       unsigned long addr, long nr, unsigned int flags,
+		       struct page **pages)
+{
+	long n;
+
+	if (m->writable)
+		flags |= FOLL_WRITE;
+	n = shaddr_pin_remote(mm, addr, nr, flags, pages);
+	if (n > 0)
+		atomic64_add(n, &shaddr_stats.pages_pinned);
+	return n;
+}
+
+/* The VMA of @m in the caller's mm, or NULL; caller holds its mmap lock. */
+static struct vm_area_struct *shaddr_mapping_vma(struct shaddr_mapping *m,
+						 unsigned long uaddr)
+{
+	struct vm_area_struct *vma = find_vma(current->mm, uaddr);
+
+	if (vma && vma->vm_start == uaddr &&
+	    vma->vm_ops == &shaddr_mapping_vm_ops &&
+	    vma->vm_private_data == m)
+		return vma;
+	return NULL;
+}
+
+/*
+ * Map the pages the exporter has present in the first SHADDR_POPULATE_MAX
+ * bytes, batch by batch, without faulting anything in. Called from
+ * MAP/ATTACH right after vm_mmap(), with no mmap lock held; stops early at
+ * a fatal signal or when the VMA is gone.
+ */
+static void shaddr_mapping_populate(struct shaddr_mapping *m,
+				    unsigned long uaddr)
+{
+	struct mm_struct *mm = m->exp->mm;
+	unsigned long addr = m->src;
+	unsigned long end = m->src + min_t(unsigned long, m->size,
+					   SHADDR_POPULATE_MAX);
+	struct vm_area_struct *vma;
+	struct page **pages;
+	unsigned long seq;
+	int retries = 0;
+	long nr, n;
+
+	pages = kmalloc_array(SHADDR_POPULATE_BATCH, sizeof(*pages),
+			      GFP_KERNEL);
+	if (!pages || !mmget_not_zero(mm))
+		goto out_free;
+
+	while (addr < end && !fatal_signal_pending(current)) {
+		cond_resched();
+		seq = mmu_interval_read_begin(&m->exp->notifier);
+		mmap_read_lock(mm);
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start >= end) {
+			mmap_read_unlock(mm);
+			break;
+		}
+		if (vma->vm_flags & (VM_IO | VM_PFNMAP)) {
+			addr = vma->vm_end;
+			mmap_read_unlock(mm);
+			continue;
+		}
+		addr = max(addr, vma->vm_start);
+		nr = min3((long)SHADDR_POPULATE_BATCH,
+			  (long)((min(end, vma->vm_end) - addr) >> PAGE_SHIFT),
+			  (long)((end - addr) >> PAGE_SHIFT));
+		n = shaddr_pin(m, mm, addr, nr, FOLL_NOFAULT, pages);
+		mmap_read_unlock(mm);
+		if (n <= 0) {
+			addr += PAGE_SIZE;	/* not present: on demand */
+			continue;
+		}
+
+		mmap_read_lock(current->mm);
+		vma = shaddr_mapping_vma(m, uaddr);
+		if (vma) {
+			int ret = shaddr_mapping_insert(m, vma, addr - m->src,
+							pages, n, seq, true);
+
+			if (ret == -EAGAIN && ++retries < 4) {
+				mmap_read_unlock(current->mm);
+				shaddr_unpin(m, pages, n);
+				continue;
+			}
+			if (ret && ret != -EAGAIN)
+				addr = end;
+		} else {
+			addr = end;	/* unmapped under us */
+		}
+		mmap_read_unlock(current->mm);
+		shaddr_unpin(m, pages, n);
+		retries = 0;
+		addr += n << PAGE_SHIFT;
+	}
+	mmput(mm);
+out_free:
+	kfree(pages);
+}
+
+static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct shaddr_mapping *m = vma->vm_private_data;
+	struct shaddr_export *exp = m->exp;
+	struct page *pages[SHADDR_FAULT_AROUND];
+	unsigned long off = (vmf->address & PAGE_MASK) - vma->vm_start;
+	unsigned long src = m->src + off;
+	struct mm_struct *mm = exp->mm;
+	unsigned long seq;
+	vm_fault_t ret;
+	long n, more;
+	int err;
+
+	atomic64_inc(&shaddr_stats.faults);
+	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
+		return VM_FAULT_SIGBUS;
+
+	seq = mmu_interval_read_begin(&exp->notifier);
+	/*
+	 * We hold our own mmap lock; waiting for the exporter's could deadlock
+	 * against an exporter that maps us. A busy exporter means: fault again.
+	 */
+	if (!mmap_read_trylock(mm)) {
+		ret = VM_FAULT_NOPAGE;
+		goto out_put;
+	}
+	/* The faulting page may be faulted in (in the exporter)... */
+	n = shaddr_pin(m, mm, src, 1, 0, pages);
+	/* ...the ones after it are mapped only if already present. */
+	if (n == 1) {
+		more = min_t(long, SHADDR_FAULT_AROUND - 1,
+			     (m->size - off) / PAGE_SIZE - 1);
+		if (more > 0) {
+			more = shaddr_pin(m, mm, src + PAGE_SIZE, more,
+					  FOLL_NOFAULT, pages + 1);
+			if (more > 0)
+				n += more;
+		}
+	}
+	mmap_read_unlock(mm);
+	if (n <= 0) {
+		ret = VM_FAULT_SIGBUS;	/* a hole, or no access there */
+		goto out_put;
+	}
+
+	err = shaddr_mapping_insert(m, vma, off, pages, n, seq, false);
+	shaddr_unpin(m, pages, n);
+	if (err == -ENOENT)
+		ret = VM_FAULT_SIGBUS;
+	else if (err == -ENOMEM)
+		ret = VM_FAULT_OOM;
+	else
+		ret = VM_FAULT_NOPAGE;	/* installed, or stale: fault again */
+out_put:
+	/* The exporter may be exiting: never run its teardown here. */
+	mmput_async(mm);
+	return ret;
+}
+
+#ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
+/*
+ * Map 2 MiB with one PMD where the exporter has a PMD-sized folio at a
+ * 2 MiB-aligned address. Anything else falls back to 4 KiB faults, which
+ * also give SIGBUS where that is due.
+ */
+static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
+					    unsigned int order)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct shaddr_mapping *m = vma->vm_private_data;
+	struct shaddr_export *exp = m->exp;
+	unsigned long haddr = vmf->address & PMD_MASK;
+	unsigned long off = haddr - vma->vm_start;
+	struct mm_struct *mm = exp->mm;
+	vm_fault_t ret = VM_FAULT_FALLBACK;
+	struct page **pages;
+	struct folio *folio;
+	unsigned long seq;
+	long n = 0, i;
+
+	if (order != PMD_ORDER || haddr < vma->vm_start ||
+	    haddr + PMD_SIZE > vma->vm_end || (m->src + off) & ~PMD_MASK)
+		return VM_FAULT_FALLBACK;
+	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
+		return VM_FAULT_FALLBACK;
+	pages = kmalloc_array(HPAGE_PMD_NR, sizeof(*pages), GFP_KERNEL);
+	if (!pages)
+		goto out_put;
+
+	seq = mmu_interval_read_begin(&exp->notifier);
+	if (!mmap_read_trylock(mm))
+		goto out_free;
+	/* Fault the first page in (the exporter may get a THP), then the rest. */
+	n = shaddr_pin(m, mm, m->src + off, 1, 0, pages);
+	if (n == 1) {
+		long more = shaddr_pin(m, mm, m->src + off + PAGE_SIZE,
+				       HPAGE_PMD_NR - 1, FOLL_NOFAULT,
+				       pages + 1);
+		if (more > 0)
+			n += more;
+	}
+	mmap_read_unlock(mm);
+	if (n != HPAGE_PMD_NR)
+		goto out_unpin;
+	folio = page_folio(pages[0]);
+	if (folio_order(folio) != PMD_ORDER || pages[0] != folio_page(folio, 0))
+		goto out_unpin;
+	for (i = 1; i < n; i++)
+		if (pages[i] != folio_page(folio, i))
+			goto out_unpin;
+
+	mutex_lock(&exp->lock);
+	if (!shaddr_may_insert(m, seq)) {
+		unsigned int noreclaim = memalloc_noreclaim_save();
+
+		bitmap_set(m->populated, off >> PAGE_SHIFT, HPAGE_PMD_NR);
+		ret = vmf_insert_pfn_pmd(vmf,
+					 __pfn_to_pfn_t(page_to_pfn(pages[0]), 0),
+					 m->writable &&
+					 (vmf->flags & FAULT_FLAG_WRITE));
+		memalloc_noreclaim_restore(noreclaim);
+		if (ret == VM_FAULT_NOPAGE) {
+			atomic64_add(HPAGE_PMD_NR, &shaddr_stats.pages_mapped);
+			atomic64_inc(&shaddr_stats.huge_mapped);
+		}
+	}
+	mutex_unlock(&exp->lock);
+out_unpin:
+	if (n > 0)
+		shaddr_unpin(m, pages, n);
+out_free:
+	kfree(pages);
+out_put:
+	mmput_async(mm);
+	return ret;
+}
+#endif
+
+/* The kernel duplicated a VMA of the mapping (a move): count it. */
+static void shaddr_mapping_vm_open(struct vm_area_struct *vma)
+{
+	struct shaddr_mapping *m = vma->vm_private_data;
+	struct shaddr_file *sf = m->importer;
+
+	spin_lock(&sf->slot_lock);
+	WARN_ON_ONCE(m->state != SHADDR_MAPPING_MAPPED);
+	m->nr_vmas++;
+	spin_unlock(&sf->slot_lock);
+	kref_get(&m->kref);
+}
+
+/* A VMA of the mapping is gone; the last one retires the mapping. */
+static void shaddr_mapping_vm_close(struct vm_area_struct *vma)
+{
+	struct shaddr_mapping *m = vma->vm_private_data;
+	struct shaddr_file *sf = m->importer;
+	bool last;
+
+	spin_lock(&sf->slot_lock);
+	last = !--m->nr_vmas;
+	spin_unlock(&sf->slot_lock);
+	if (last)
+		shaddr_mapping_retire(m);
+	shaddr_mapping_put(m);
+}
+
+/* Neither a part of a mapping nor a moved one is supported. */
+static int shaddr_mapping_may_split(struct vm_area_struct *vma,
+				    unsigned long addr)
+{
+	return -EINVAL;
+}
+
+static int shaddr_mapping_mremap(struct vm_area_struct *vma)
+{
+	return -EINVAL;
+}
+
+static const struct vm_operations_struct shaddr_mapping_vm_ops = {
+	.open = shaddr_mapping_vm_open,
+	.close = shaddr_mapping_vm_close,
+	.fault = shaddr_mapping_fault,
+#ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
+	.huge_fault = shaddr_mapping_huge_fault,
+#endif
+	.may_split = shaddr_mapping_may_split,
+	.mremap = shaddr_mapping_mremap,
+};
+
+/**
+ * shaddr_mmap() - mmap handler of /dev/shaddr
+ * @file: the device file
+ * @vma: the new VMA
+ *
+ * Mappings are only created by SHADDR_IOC_MAP and SHADDR_IOC_ATTACH, which
+ * call vm_mmap() with the mapping pending in the file. This binds that
+ * mapping, once, and only in the task that is inside the ioctl; every other
+ * mmap() of the device is refused.
+ *
+ * Return: 0 or -EINVAL.
+ */
+int shaddr_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct shaddr_file *sf = file->private_data;
+	struct shaddr_mapping *m;
+
+	spin_lock(&sf->slot_lock);
+	m = sf->pending;
+	if (!m || sf->pending_task != current || m->file != file ||
+	    m->state != SHADDR_MAPPING_NEW ||
+	    vma->vm_pgoff != m->file_off >> PAGE_SHIFT ||
+	    vma->vm_end - vma->vm_start != m->size ||
+	    !(vma->vm_flags & VM_SHARED) ||
+	    ((vma->vm_flags & VM_WRITE) && !m->writable)) {
+		spin_unlock(&sf->slot_lock);
+		return -EINVAL;
+	}
+	sf->pending = NULL;
+	m->state = SHADDR_MAPPING_MAPPED;
+	m->nr_vmas = 1;
+	m->uaddr = vma->vm_start;
+	spin_unlock(&sf->slot_lock);
+
+	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTCOPY | VM_DONTEXPAND |
+			  VM_DONTDUMP);
+	if (!m->writable)
+		vm_flags_clear(vma, VM_MAYWRITE);
+	vma->vm_ops = &shaddr_mapping_vm_ops;
+	vma->vm_private_data = m;
+	kref_get(&m->kref);	/* the VMA's reference */
+	return 0;
+}
+
+/* Allocate a mapping of [@src, @src + @size) of @exp, with its file range. */
+static struct shaddr_mapping *shaddr_mapping_alloc(struct shaddr_file *sf,
+						   struct shaddr_export *exp,
+						   unsigned long src,
+						   unsigned long size,
+						   bool writable, u64 apid)
+{
+	struct shaddr_mapping *m;
+	int id;
+
+	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
+	if (!m)
+		return NULL;
+	id = ida_alloc_max(&shaddr_mapping_ids, SHADDR_MAX_MAPPING_IDS - 1,
+			   GFP_KERNEL);
+	if (id < 0) {
+		kfree(m);
+		return NULL;
+	}
+	kref_init(&m->kref);
+	INIT_LIST_HEAD(&m->exp_node);
+	INIT_LIST_HEAD(&m->file_node);
+	m->exp = exp;
+	m->importer = sf;
+	m->slot = apid ? -1 : 0;
+	m->apid = apid;
+	m->src = src;
+	m->size = size;
+	/* Same offset in 2 MiB as the source, so that PMDs can line up. */
+	m->file_off = (loff_t)id * SHADDR_MAPPING_SPAN + (src & ~PMD_MASK);
+	m->writable = writable;
+	m->state = SHADDR_MAPPING_RETIRED;	/* until it holds a slot */
+	return m;
+}
+
+/**
+ * shaddr_mapping_create() - map [@src, @src + @size) of @exp into the caller
+ * @sf: the importing file (its lock held; current->mm is its mm)
+ * @file: the device file
+ * @exp: the export; the new mapping takes over the caller's reference, on
+ *       success and on failure
+ * @src: exporter address of the first byte, page-aligned
+ * @size: bytes, page multiple, at most 1 TiB
+ * @writable: map with write permission
+ * @apid: 0 for a window in a slot; else the access id of an attachment
+ * @hint: address hint for vm_mmap(), or 0
+ * @fixed: map exactly at @hint
+ * @addr: out: the start of the mapping
+ * @slot: out: the slot of a window (-1 for an attachment)
+ *
+ * Return: 0, or a negative errno (see SHADDR_IOC_MAP and SHADDR_IOC_ATTACH).
+ */
+long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
+			   struct shaddr_export *exp, unsigned long src,
+			   unsigned long size, bool writable, u64 apid,
+			   unsigned long hint, bool fixed, unsigned long *addr,
+			   int *slot)
+{
+	struct shaddr_mapping *m;
+	unsigned long uaddr;
+	bool bound_unclosed;
+	long ret;
+
+	m = shaddr_mapping_alloc(sf, exp, src, size, writable, apid);
+	if (!m) {
+		shaddr_export_put(exp);
+		return -ENOMEM;
+	}
+	ret = shaddr_reserve(sf, m);
+	if (ret) {
+		atomic64_inc(&shaddr_stats.refusals);
+		goto out_put;
+	}
+	m->file = get_file(file);
+	atomic64_inc(apid ? &shaddr_stats.attachments : &shaddr_stats.windows);
+	/* Sized by the request: only now that the quota admitted it. */
+	m->populated = kvcalloc(BITS_TO_LONGS(size >> PAGE_SHIFT),
+				sizeof(unsigned long), GFP_KERNEL_ACCOUNT);
+	if (!m->populated) {
+		ret = -ENOMEM;
+		goto out_retire;
+	}
+
+	mutex_lock(&exp->lock);
+	if (exp->dead) {
+		mutex_unlock(&exp->lock);
+		ret = -ENOENT;
+		goto out_retire;
+	}
+	m->serial = exp->next_serial++;
+	list_add_tail(&m->exp_node, &exp->mappings);
+	mutex_unlock(&exp->lock);
+
+	spin_lock(&sf->slot_lock);
+	sf->pending = m;
+	sf->pending_task = current;
+	spin_unlock(&sf->slot_lock);
+	uaddr = vm_mmap(file, hint, size,
+			PROT_READ | (writable ? PROT_WRITE : 0),
+			MAP_SHARED | (fixed ? MAP_FIXED : 0), m->file_off);
+	spin_lock(&sf->slot_lock);
+	sf->pending = NULL;
+	sf->pending_task = NULL;
+	/*
+	 * Bound by ->mmap, yet the call failed and ->close never ran: the
+	 * kernel dropped the VMA (no other task can bind it, so no VMA shows
+	 * it). Its reference is ours to drop.
+	 */
+	bound_unclosed = IS_ERR_VALUE(uaddr) &&
+			 m->state == SHADDR_MAPPING_MAPPED;
+	if (bound_unclosed)
+		m->nr_vmas = 0;
+	if (slot)
+		*slot = m->slot;
+	spin_unlock(&sf->slot_lock);
+	if (IS_ERR_VALUE(uaddr)) {
+		ret = (long)uaddr;
+		if (bound_unclosed)
+			shaddr_mapping_put(m);
+		goto out_retire;
+	}
+
+	shaddr_mapping_populate(m, uaddr);
+	*addr = uaddr;
+	shaddr_mapping_put(m);		/* its VMA holds it now */
+	return 0;
+
+out_retire:
+	shaddr_mapping_retire(m);
+out_put:
+	shaddr_mapping_put(m);
+	return ret;
+}
