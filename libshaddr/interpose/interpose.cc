@@ -15,9 +15,11 @@
 #include <cstring>
 #include <vector>
 
+#include "calls.h"
 #include "hier.h"
 #include "state.h"
 #include "types.h"
+#include "verify.h"
 
 using namespace shaddr::interpose;
 
@@ -162,7 +164,12 @@ int MPI_Finalize(void) {
   return PMPI_Finalize();
 }
 
-int MPI_Barrier(MPI_Comm comm) {
+}  // extern "C"
+#pragma GCC visibility pop
+
+namespace shaddr::interpose::impl {
+
+int barrier(MPI_Comm comm) {
   Call c(SHADDR_IP_BARRIER);
   State *s = state_of(comm);
   if (!s) return c.forward(PMPI_Barrier(comm));
@@ -174,7 +181,7 @@ int MPI_Barrier(MPI_Comm comm) {
   return MPI_SUCCESS;
 }
 
-int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   Call c(SHADDR_IP_BCAST);
   State *s = state_of(comm);
   TypeInfo ti = type_info(type);
@@ -197,7 +204,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
   return rc;
 }
 
-int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
                int root, MPI_Comm comm) {
   Call c(SHADDR_IP_REDUCE);
   State *s = state_of(comm);
@@ -229,7 +236,7 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
   return MPI_SUCCESS;
 }
 
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm) {
   Call c(SHADDR_IP_ALLREDUCE);
   State *s = state_of(comm);
@@ -258,7 +265,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
   return MPI_SUCCESS;
 }
 
-int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   Call c(SHADDR_IP_GATHER);
   State *s = state_of(comm);
@@ -299,7 +306,7 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
   return is_root ? rv.unpack_out() : MPI_SUCCESS;
 }
 
-int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
   Call c(SHADDR_IP_GATHERV);
@@ -343,7 +350,7 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
   return is_root ? rv.unpack_all() : MPI_SUCCESS;
 }
 
-int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   Call c(SHADDR_IP_SCATTER);
   State *s = state_of(comm);
@@ -375,7 +382,7 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
   return in_place ? MPI_SUCCESS : rv.unpack_out();
 }
 
-int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  int root, MPI_Comm comm) {
   Call c(SHADDR_IP_SCATTERV);
@@ -413,7 +420,7 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[]
   return in_place ? MPI_SUCCESS : rv.unpack_out();
 }
 
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   Call c(SHADDR_IP_ALLGATHER);
   State *s = state_of(comm);
@@ -454,7 +461,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
   return rv.unpack_out();
 }
 
-int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                    MPI_Comm comm) {
   Call c(SHADDR_IP_ALLGATHERV);
@@ -494,7 +501,7 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
   return rv.unpack_all();
 }
 
-int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   Call c(SHADDR_IP_ALLTOALL);
   State *s = state_of(comm);
@@ -541,7 +548,7 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
   return rv.unpack_out();
 }
 
-int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
   Call c(SHADDR_IP_ALLTOALLV);
@@ -587,6 +594,102 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
                           recvtype, comm);
   }
   return rv.unpack_all();
+}
+
+}  // namespace shaddr::interpose::impl
+
+// The intercepted collectives: with SHADDR_VERIFY=1 each is checked (verify.h), else it runs as
+// implemented above.
+#pragma GCC visibility push(default)
+extern "C" {
+
+int MPI_Barrier(MPI_Comm comm) {
+  return verify::on() ? verify::barrier(comm) : impl::barrier(comm);
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  return verify::on() ? verify::bcast(buf, count, type, root, comm)
+                      : impl::bcast(buf, count, type, root, comm);
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+               int root, MPI_Comm comm) {
+  return verify::on() ? verify::reduce(sendbuf, recvbuf, count, type, op, root, comm)
+                      : impl::reduce(sendbuf, recvbuf, count, type, op, root, comm);
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm) {
+  return verify::on() ? verify::allreduce(sendbuf, recvbuf, count, type, op, comm)
+                      : impl::allreduce(sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return verify::on() ? verify::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                       recvtype, root, comm)
+                      : impl::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                     recvtype, root, comm);
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                MPI_Comm comm) {
+  return verify::on() ? verify::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                        displs, recvtype, root, comm)
+                      : impl::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                      displs, recvtype, root, comm);
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return verify::on() ? verify::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                        recvtype, root, comm)
+                      : impl::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                      recvtype, root, comm);
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                 MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm) {
+  return verify::on() ? verify::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
+                                         recvcount, recvtype, root, comm)
+                      : impl::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
+                                       recvcount, recvtype, root, comm);
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return verify::on() ? verify::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                          recvtype, comm)
+                      : impl::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                        recvtype, comm);
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                   MPI_Comm comm) {
+  return verify::on() ? verify::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                           displs, recvtype, comm)
+                      : impl::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                         displs, recvtype, comm);
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return verify::on() ? verify::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                         recvtype, comm)
+                      : impl::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                       recvtype, comm);
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return verify::on() ? verify::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                          recvcounts, rdispls, recvtype, comm)
+                      : impl::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                        recvcounts, rdispls, recvtype, comm);
 }
 
 }  // extern "C"

@@ -238,6 +238,8 @@ void init_globals() {
   g_settings.off = env_size("SHADDR_INTERPOSE", 1) == 0;
   g_settings.fail_every = env_size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
   g_settings.mesh_max = env_size("SHADDR_INTERPOSE_MESH_MAX", 64);
+  g_settings.verify = env_size("SHADDR_VERIFY", 0) != 0;
+  g_settings.verify_inject = env_size("SHADDR_VERIFY_INJECT", 0);
   int provided = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&provided);
   if (g_settings.off) {
@@ -254,12 +256,24 @@ void init_globals() {
     g_off = true;
     g_off_why = "MPI_Comm_create_keyval failed";
   }
+  if (g_settings.verify && g_off) {
+    int r = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+    if (r == 0)
+      std::fprintf(stderr, "shaddr-interpose: SHADDR_VERIFY=1 ignored: the interposer is off (%s)\n",
+                   g_off_why.c_str());
+  }
   if (g_off && g_settings.verbose) {
     int r = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &r);
     if (r == 0) std::fprintf(stderr, "shaddr-interpose: off (%s): every call goes to PMPI_*\n",
                              g_off_why.c_str());
   }
+}
+
+bool interposer_active() {
+  if (!g_inited) init_globals();
+  return g_inited && !g_off;
 }
 
 State *state_of(MPI_Comm comm) {
@@ -321,6 +335,7 @@ void count_accel(shaddr_interpose_call c, const State &s) {
 void count_forward(shaddr_interpose_call c) { g_stats.forwarded[c]++; }
 void count_fallback(shaddr_interpose_call c) { g_stats.fallbacks[c]++; }
 void count_mesh() { g_stats.mesh_alltoall++; }
+uint64_t forwarded_calls(shaddr_interpose_call c) { return g_stats.forwarded[c]; }
 
 void say(const State *s, const char *fmt, ...) {
   if (!g_settings.verbose || (s && s->node_rank != 0)) return;

@@ -58,6 +58,8 @@ struct Settings {
                                // bytes go through the leaders' 2D virtual mesh
   bool off = false;            // SHADDR_INTERPOSE=0
   uint64_t fail_every = 0;     // SHADDR_INTERPOSE_FAIL_EVERY: testing aid, see inject_fault
+  bool verify = false;         // SHADDR_VERIFY=1: check every collective (verify.h)
+  uint64_t verify_inject = 0;  // SHADDR_VERIFY_INJECT: testing aid, see verify.h
 };
 
 const Settings &settings();
@@ -69,12 +71,16 @@ State *state_of(MPI_Comm comm);
 // Frees every live state (reverse creation order) before PMPI_Finalize.
 void finalize_all();
 void init_globals();
+// MPI is initialised and the interposer does not forward everything (SHADDR_INTERPOSE=0,
+// MPI_THREAD_MULTIPLE).
+bool interposer_active();
 
 // Counters (shaddr_interpose_get_stats).
 void count_accel(shaddr_interpose_call c, const State &s);
 void count_forward(shaddr_interpose_call c);
 void count_fallback(shaddr_interpose_call c);
 void count_mesh();
+uint64_t forwarded_calls(shaddr_interpose_call c);  // this process's forwarded calls so far
 
 // SHADDR_VERBOSE=1 diagnostics: printed by rank 0 of @comm's node (or every rank if @s is
 // nullptr), with shaddr_last_error() when @shaddr_err is non-zero.
