@@ -14,6 +14,9 @@
 
 #include "shaddr_priv.h"
 
+/* A file's own address space holds VMAs only, never pages. */
+static const struct address_space_operations shaddr_aops;
+
 static int shaddr_open(struct inode *inode, struct file *file)
 {
 	struct shaddr_file *sf;
@@ -33,6 +36,16 @@ static int shaddr_open(struct inode *inode, struct file *file)
 	sf->owner_tgid = task_tgid_vnr(current);
 	sf->slot_size = shaddr_default_slot_size;
 	sf->nr_slots = shaddr_max_slots;
+	ida_init(&sf->mapping_ids);
+	/*
+	 * The VMAs of this file's mappings live in its own address space, not
+	 * in the device inode's: a zap walks only them, and no other user's
+	 * mmap or munmap of the device contends with it (DRM does alike).
+	 */
+	address_space_init_once(&sf->mapping);
+	sf->mapping.a_ops = &shaddr_aops;
+	sf->mapping.host = inode;
+	file->f_mapping = &sf->mapping;
 	file->private_data = sf;
 	atomic64_inc(&shaddr_stats.open_files);
 	pr_debug("open by tgid %d\n", sf->owner_tgid);
@@ -50,6 +63,8 @@ static int shaddr_release(struct inode *inode, struct file *file)
 	shaddr_export_release_all(sf);
 	mutex_unlock(&sf->lock);
 	mmdrop(sf->mm);
+	WARN_ON_ONCE(!RB_EMPTY_ROOT(&sf->mapping.i_mmap.rb_root));
+	ida_destroy(&sf->mapping_ids);
 	mutex_destroy(&sf->lock);
 	kfree(sf);
 	atomic64_dec(&shaddr_stats.open_files);

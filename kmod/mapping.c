@@ -30,13 +30,12 @@
 /* Pages a fault maps: the faulting one, plus present ones after it. */
 #define SHADDR_FAULT_AROUND	16
 /*
- * A mapping id selects a unique range of the device file, one maximal
- * attachment (1 TiB) wide.
+ * A mapping id selects a unique range of its file's address space, one
+ * maximal attachment (1 TiB) wide; ids are per file.
  */
 #define SHADDR_MAPPING_SPAN	BIT_ULL(40)
 #define SHADDR_MAX_MAPPING_IDS	BIT(22)
 
-static DEFINE_IDA(shaddr_mapping_ids);
 static const struct vm_operations_struct shaddr_mapping_vm_ops;
 
 static void shaddr_mapping_release(struct kref *kref)
@@ -45,9 +44,9 @@ static void shaddr_mapping_release(struct kref *kref)
 		container_of(kref, struct shaddr_mapping, kref);
 
 	WARN_ON_ONCE(m->state != SHADDR_MAPPING_RETIRED);
-	if (m->file)
-		fput(m->file);
-	ida_free(&shaddr_mapping_ids, m->file_off / SHADDR_MAPPING_SPAN);
+	/* The id first: m->file keeps the importer's ida alive. */
+	ida_free(&m->importer->mapping_ids, m->file_off / SHADDR_MAPPING_SPAN);
+	fput(m->file);
 	shaddr_export_put(m->exp);
 	kvfree(m->populated);
 	kfree(m);
@@ -62,7 +61,7 @@ void shaddr_mapping_put(struct shaddr_mapping *m)
 void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long start,
 			unsigned long end)
 {
-	unmap_mapping_range(m->file->f_mapping,
+	unmap_mapping_range(&m->importer->mapping,
 			    m->file_off + (start - m->src), end - start, 1);
 }
 
@@ -576,6 +575,7 @@ int shaddr_mmap(struct file *file, struct vm_area_struct *vma)
 
 /* Allocate a mapping of [@src, @src + @size) of @exp, with its file range. */
 static struct shaddr_mapping *shaddr_mapping_alloc(struct shaddr_file *sf,
+						   struct file *file,
 						   struct shaddr_export *exp,
 						   unsigned long src,
 						   unsigned long size,
@@ -587,13 +587,14 @@ static struct shaddr_mapping *shaddr_mapping_alloc(struct shaddr_file *sf,
 	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
 	if (!m)
 		return NULL;
-	id = ida_alloc_max(&shaddr_mapping_ids, SHADDR_MAX_MAPPING_IDS - 1,
+	id = ida_alloc_max(&sf->mapping_ids, SHADDR_MAX_MAPPING_IDS - 1,
 			   GFP_KERNEL);
 	if (id < 0) {
 		kfree(m);
 		return NULL;
 	}
 	kref_init(&m->kref);
+	m->file = get_file(file);
 	INIT_LIST_HEAD(&m->exp_node);
 	INIT_LIST_HEAD(&m->file_node);
 	m->exp = exp;
@@ -637,7 +638,7 @@ long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
 	bool bound_unclosed;
 	long ret;
 
-	m = shaddr_mapping_alloc(sf, exp, src, size, writable, apid);
+	m = shaddr_mapping_alloc(sf, file, exp, src, size, writable, apid);
 	if (!m) {
 		shaddr_export_put(exp);
 		return -ENOMEM;
@@ -647,7 +648,6 @@ long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
 		atomic64_inc(&shaddr_stats.refusals);
 		goto out_put;
 	}
-	m->file = get_file(file);
 	atomic64_inc(apid ? &shaddr_stats.attachments : &shaddr_stats.windows);
 	/* Sized by the request: only now that the quota admitted it. */
 	m->populated = kvcalloc(BITS_TO_LONGS(size >> PAGE_SHIFT),

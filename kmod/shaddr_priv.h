@@ -64,6 +64,7 @@
 
 #include <linux/atomic.h>
 #include <linux/fs.h>
+#include <linux/idr.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mmu_notifier.h>
@@ -100,6 +101,9 @@ struct shaddr_mapping;
  * @pending: the mapping a MAP or ATTACH of this file is creating with
  *           vm_mmap(); ->mmap binds only it, and only once
  * @pending_task: the task inside that vm_mmap()
+ * @mapping: the file's own address space (its f_mapping): the VMAs of its
+ *           mappings, so that zapping one walks only this file's VMAs
+ * @mapping_ids: ids of its mappings, selecting their ranges of @mapping
  */
 struct shaddr_file {
 	struct mutex lock;	/* ioctls of this file; see kernel-doc */
@@ -119,6 +123,8 @@ struct shaddr_file {
 	unsigned long attach_bytes;
 	struct shaddr_mapping *pending;
 	struct task_struct *pending_task;
+	struct address_space mapping;
+	struct ida mapping_ids;
 };
 
 /* What a struct shaddr_export is. */
@@ -211,9 +217,9 @@ enum shaddr_mapping_state {
  * @serial: position in @exp->mappings (increasing along the list)
  * @src: exporter address of the first byte mapped
  * @size: bytes mapped (page multiple)
- * @file_off: offset of the mapping in the device file's address space,
- *            unique per mapping for its whole life, so that
- *            unmap_mapping_range() zaps exactly this mapping
+ * @file_off: offset of the mapping in @importer->mapping, unique in it for
+ *            the mapping's whole life, so that unmap_mapping_range() zaps
+ *            exactly this mapping
  * @writable: the mapping maps with write permission
  * @state: see enum shaddr_mapping_state (under @importer->slot_lock)
  * @nr_vmas: VMAs showing the mapping (under @importer->slot_lock)
