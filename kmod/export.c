@@ -26,8 +26,8 @@ static DEFINE_SPINLOCK(shaddr_exports_lock);
 static struct workqueue_struct *shaddr_zap_wq;
 
 /*
- * One round of an invalidation's zapping: the mappings, and the part of
- * each (exporter addresses) whose PTEs must go. With @work, it runs on
+ * One round of an invalidation's zapping: the mappings, and the pages of
+ * each whose PTEs must go, [@first, @last). With @work, it runs on
  * shaddr_zap_wq while the notifier waits: zapping an importer's PTEs enters
  * that importer's mmu notifiers, which must not nest inside the exporter's.
  */
@@ -36,8 +36,8 @@ struct shaddr_zap {
 	struct completion done;
 	unsigned int nr;
 	struct shaddr_mapping *m[SHADDR_ZAP_BATCH];
-	unsigned long start[SHADDR_ZAP_BATCH];
-	unsigned long end[SHADDR_ZAP_BATCH];
+	unsigned long first[SHADDR_ZAP_BATCH];
+	unsigned long last[SHADDR_ZAP_BATCH];
 };
 
 static void shaddr_zap_batch(struct shaddr_zap *zap)
@@ -45,7 +45,7 @@ static void shaddr_zap_batch(struct shaddr_zap *zap)
 	unsigned int i;
 
 	for (i = 0; i < zap->nr; i++)
-		shaddr_mapping_zap(zap->m[i], zap->start[i], zap->end[i]);
+		shaddr_mapping_zap(zap->m[i], zap->first[i], zap->last[i]);
 }
 
 static void shaddr_zap_work(struct work_struct *work)
@@ -57,16 +57,12 @@ static void shaddr_zap_work(struct work_struct *work)
 }
 
 /*
- * Does @m overlap [start, end), and may it have PTEs there: pages populated
- * in the overlap, or another invalidation still zapping it (it cleared the
- * bits, but its caller may not free the pages before the PTEs are gone:
- * neither may ours)? Sets [*first, *last), the overlap in pages, and
- * *populated. Caller holds exp->lock.
+ * The pages of @m that [start, end) overlaps: [*first, *last). True if any
+ * of them may have a PTE. Caller holds exp->lock.
  */
 static bool shaddr_may_have_ptes(struct shaddr_mapping *m,
 				 unsigned long start, unsigned long end,
-				 unsigned long *first, unsigned long *last,
-				 bool *populated)
+				 unsigned long *first, unsigned long *last)
 {
 	unsigned long s = max(start, m->src);
 	unsigned long e = min(end, m->src + m->size);
@@ -75,15 +71,17 @@ static bool shaddr_may_have_ptes(struct shaddr_mapping *m,
 		return false;
 	*first = (s - m->src) >> PAGE_SHIFT;
 	*last = (e - m->src + PAGE_SIZE - 1) >> PAGE_SHIFT;
-	*populated = find_next_bit(m->populated, *last, *first) < *last;
-	return *populated || m->zapping;
+	return find_next_bit(m->populated, *last, *first) < *last;
 }
 
 /*
  * Collect the next mappings after serial @*cursor that may have PTEs in
- * [start, end): clear their bits there, count this zap on each, take a
- * reference. Caller holds exp->lock. Returns how many; fewer than
- * SHADDR_ZAP_BATCH means the list has been walked to its end.
+ * [start, end), with a reference each. Their bits stay set until the zap is
+ * done: a concurrent invalidation of the same pages must not return before
+ * the PTEs are gone, and while the bits are set it zaps them too (the
+ * kernel makes concurrent zaps of one range safe). Caller holds exp->lock.
+ * Returns how many; fewer than SHADDR_ZAP_BATCH means the list has been
+ * walked to its end.
  */
 static unsigned int shaddr_collect(struct shaddr_export *exp,
 				   unsigned long start, unsigned long end,
@@ -91,22 +89,17 @@ static unsigned int shaddr_collect(struct shaddr_export *exp,
 {
 	struct shaddr_mapping *m;
 	unsigned long first, last;
-	bool populated;
 
 	lockdep_assert_held(&exp->lock);
 	zap->nr = 0;
 	list_for_each_entry(m, &exp->mappings, exp_node) {
 		if (m->serial < *cursor ||
-		    !shaddr_may_have_ptes(m, start, end, &first, &last,
-					  &populated))
+		    !shaddr_may_have_ptes(m, start, end, &first, &last))
 			continue;
-		if (populated)
-			bitmap_clear(m->populated, first, last - first);
-		m->zapping++;
 		kref_get(&m->kref);
 		zap->m[zap->nr] = m;
-		zap->start[zap->nr] = max(start, m->src);
-		zap->end[zap->nr] = min(end, m->src + m->size);
+		zap->first[zap->nr] = first;
+		zap->last[zap->nr] = last;
 		*cursor = m->serial + 1;
 		if (++zap->nr == SHADDR_ZAP_BATCH)
 			break;
@@ -117,8 +110,9 @@ static unsigned int shaddr_collect(struct shaddr_export *exp,
 /*
  * Zap every importer PTE that may map exporter pages in [start, end), and
  * return only when they are gone. Mappings are visited in list order, a
- * batch per round, with no lock held while zapping; mappings added meanwhile
- * come later in the list and are visited too.
+ * batch per round, with no lock held while zapping. No PTE can be inserted
+ * meanwhile (the export is dead, or the caller is an invalidation that set
+ * the notifier's sequence), so the bits are cleared once the zap is done.
  */
 static void shaddr_export_zap(struct shaddr_export *exp, unsigned long start,
 			      unsigned long end, bool via_worker)
@@ -144,7 +138,8 @@ static void shaddr_export_zap(struct shaddr_export *exp, unsigned long start,
 		}
 		mutex_lock(&exp->lock);
 		for (i = 0; i < nr; i++)
-			zap.m[i]->zapping--;
+			bitmap_clear(zap.m[i]->populated, zap.first[i],
+				     zap.last[i] - zap.first[i]);
 		mutex_unlock(&exp->lock);
 		for (i = 0; i < nr; i++)
 			shaddr_mapping_put(zap.m[i]);
@@ -158,11 +153,9 @@ static bool shaddr_needs_zap(struct shaddr_export *exp, unsigned long start,
 {
 	struct shaddr_mapping *m;
 	unsigned long first, last;
-	bool populated;
 
 	list_for_each_entry(m, &exp->mappings, exp_node)
-		if (shaddr_may_have_ptes(m, start, end, &first, &last,
-					 &populated))
+		if (shaddr_may_have_ptes(m, start, end, &first, &last))
 			return true;
 	return false;
 }

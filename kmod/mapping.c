@@ -57,12 +57,13 @@ void shaddr_mapping_put(struct shaddr_mapping *m)
 	kref_put(&m->kref, shaddr_mapping_release);
 }
 
-/* Remove the importer's PTEs of [start, end) (exporter addresses). */
-void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long start,
-			unsigned long end)
+/* Remove the importer's PTEs of pages [first, last) of the mapping. */
+void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long first,
+			unsigned long last)
 {
 	unmap_mapping_range(&m->importer->mapping,
-			    m->file_off + (start - m->src), end - start, 1);
+			    m->file_off + (first << PAGE_SHIFT),
+			    (last - first) << PAGE_SHIFT, 1);
 }
 
 /*

@@ -38,8 +38,8 @@
  *    with the exporter's lock alone, then inserts with the importer's
  *    alone. Two processes mapping each other cannot deadlock.
  *  - shaddr_export.lock (mutex): the export's mapping list, each mapping's
- *    populated bitmap and zap count, the dead flag, and the notifier
- *    sequence: a PTE is only inserted under this lock after
+ *    populated bitmap, the dead flag, and the notifier sequence: a PTE is
+ *    only inserted under this lock after
  *    mmu_interval_read_retry() said the pages are still current, and only
  *    into a mapping still on the list. Nothing that can reclaim memory runs
  *    under it (the notifier takes it from reclaim).
@@ -51,13 +51,14 @@
  * Coherence: exporter pages are pinned (FOLL_PIN) only while their PFNs are
  * inserted, as KVM does; the mmu interval notifier then zaps importer PTEs
  * before the exporter's page can be freed, migrated or replaced. An
- * invalidation zaps every mapping that may have PTEs in its range: those
- * with populated pages there, and those another invalidation is zapping
- * right now (its caller must not free pages that the first one has not
- * finished unmapping). The zap (unmap_mapping_range() of the mapping's file
- * range) runs on a workqueue while the notifier waits, so that no mm's
- * notifier is entered from inside another's; no shaddr lock is held while
- * it runs.
+ * invalidation zaps every mapping with populated pages in its range and
+ * clears their bits only once the zap is done: a second invalidation of the
+ * same pages meanwhile zaps them too instead of returning early, so its
+ * caller cannot free pages an importer still maps. No PTE is inserted
+ * while an invalidation of the export is under way. The zap
+ * (unmap_mapping_range() of the mapping's range of its file) runs on a
+ * workqueue while the notifier waits, so that no mm's notifier is entered
+ * from inside another's; no shaddr lock is held while it runs.
  */
 #ifndef _SHADDR_PRIV_H
 #define _SHADDR_PRIV_H
@@ -224,7 +225,6 @@ enum shaddr_mapping_state {
  * @state: see enum shaddr_mapping_state (under @importer->slot_lock)
  * @nr_vmas: VMAs showing the mapping (under @importer->slot_lock)
  * @uaddr: start of its VMA in the importer (under @importer->slot_lock)
- * @zapping: invalidations zapping this mapping right now (under @exp->lock)
  * @populated: one bit per page that may have a PTE (under @exp->lock)
  */
 struct shaddr_mapping {
@@ -244,7 +244,6 @@ struct shaddr_mapping {
 	enum shaddr_mapping_state state;
 	unsigned int nr_vmas;
 	unsigned long uaddr;
-	unsigned int zapping;
 	unsigned long *populated;
 };
 
@@ -317,8 +316,8 @@ long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
 			   unsigned long hint, bool fixed, unsigned long *addr,
 			   int *slot);
 int shaddr_mmap(struct file *file, struct vm_area_struct *vma);
-void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long start,
-			unsigned long end);
+void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long first,
+			unsigned long last);
 void shaddr_mapping_put(struct shaddr_mapping *m);
 
 /* window.c */
