@@ -37,6 +37,7 @@
 // start-up (malloc is confined to brk, threads are started first), VMA operations and fixed
 // mappings target only its arena and what the module mapped for it, never a range that was
 // mapped at start-up, and every write through a window leaves the bytes as they were.
+#include <dirent.h>
 #include <linux/mempolicy.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -1283,6 +1284,45 @@ int list_children(pid_t *out, int max) {
   return n;
 }
 
+// For a report on processes that do not die: every thread of every other process running this
+// program, with its state, wait channel and kernel stack.
+void dump_stuck() {
+  char self[PATH_MAX] = "";
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = 0;
+  DIR *proc = opendir("/proc");
+  if (!proc) return;
+  for (dirent *d; (d = readdir(proc));) {
+    const pid_t pid = atoi(d->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    char path[PATH_MAX], exe[PATH_MAX];
+    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+    n = readlink(path, exe, sizeof(exe) - 1);
+    if (n <= 0) continue;
+    exe[n] = 0;
+    if (strcmp(exe, self)) continue;
+    snprintf(path, sizeof(path), "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    for (dirent *t; tasks && (t = readdir(tasks));) {
+      if (t->d_name[0] == '.') continue;
+      for (const char *what : {"stat", "wchan", "stack"}) {
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/%s", pid, t->d_name, what);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        char buf[4096];
+        ssize_t r = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        buf[r > 0 ? r : 0] = 0;
+        printf("fuzz: stuck pid %d task %s %s: %s%s", pid, t->d_name, what, buf,
+               r > 0 && buf[r - 1] == '\n' ? "" : "\n");
+      }
+    }
+    if (tasks) closedir(tasks);
+  }
+  closedir(proc);
+}
+
 void print_summary(const Options &o, double elapsed) {
   printf("fuzz: seed %" PRIu64 ", %d s (ran %.1f s), %d workers x %d threads\n", o.seed, o.seconds,
          elapsed, o.procs, o.threads);
@@ -1429,8 +1469,10 @@ int main(int argc, char **argv) {
       }
       killed = true;
       printf("fuzz: processes still alive 30 s after the stop: killed %d\n", n);
+      dump_stuck();
     } else if (killed && now() - stop_at > 60) {
       fail("%d process(es) cannot be reaped 60 s after the stop (stuck in the kernel?)", n);
+      dump_stuck();
       stuck = true;
       break;
     } else if (killed) {
