@@ -70,10 +70,12 @@ int counter_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t
       const size_t n = bytes - off < segment ? bytes - off : segment;
       if ((err = ready(off, n, ctx))) break;
       ctr.bytes.store(off + n, std::memory_order_release);
+      c.ring_mine();
     }
     if (err) {
       ctr.base.store(1, std::memory_order_relaxed);
       ctr.bytes.store(bytes, std::memory_order_release);
+      c.ring_mine();
     }
     return c.finish(s, err);
   }
@@ -120,6 +122,7 @@ int multistream_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, in
       const size_t end = std::min(lo(my_stream + 1), off + c.tuning().chunk);
       err = c.copy_from(root, src + off, buf + off, end - off);
       mine.bytes.store(end - lo(my_stream), std::memory_order_release);
+      c.ring_mine();
     }
   }
   for (int i = 1; i <= streams && !err; i++) {

@@ -68,6 +68,8 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   c->tuning_ = Tuning::from_env();
   NodeBlockConfig cfg;
   if (c->tuning_.slot_max > cfg.reduce_slot_bytes) c->tuning_.slot_max = cfg.reduce_slot_bytes;
+  // Like SHADDR_BACKEND, SHADDR_WAIT is the same on every rank: a bad value fails everywhere.
+  if (int err = WaitPolicy::from_env(host.size, &cfg.wait, why)) return err;
   if (int err = select_backend(host, &c->backend_, &c->reason_)) {
     *why = c->reason_;
     return err;
@@ -87,9 +89,10 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
     std::fprintf(stderr,
                  "shaddr: node communicator of %d ranks: backend %s; control block %s; "
                  "chunk %zu B, reduce unit %zu B, Bcast FIFO up to %zu B, slots up to "
-                 "%zu B\n",
+                 "%zu B; waits: %s\n",
                  host.size, c->reason_.c_str(), c->block_->how(), c->tuning_.chunk,
-                 c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_max);
+                 c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_max,
+                 cfg.wait.why);
   *out = std::move(c);
   return 0;
 }
@@ -124,6 +127,7 @@ int Comm::post(uint64_t s, const void *const *bufs, const size_t *lens, int n) {
     a.len[i] = lens[i];
   }
   a.posted.store(s, std::memory_order_release);
+  ring_mine();
   return err;
 }
 
@@ -138,6 +142,7 @@ int Comm::expose_at(int i, const void *buf, size_t len) {
 
 void Comm::post_stage(uint64_t s, unsigned k) {
   block_->area(rank_).stage.store(s << 8 | k, std::memory_order_release);
+  ring_mine();
 }
 
 int Comm::wait_posted(int peer, uint64_t s) {
@@ -155,6 +160,7 @@ int Comm::finish(uint64_t s, int status) {
   RankArea &mine = block_->area(rank_);
   mine.status[s & 1].store(status, std::memory_order_relaxed);
   mine.arrive.store(s, std::memory_order_release);
+  ring_mine();
   int result = 0;
   for (int r = 0; r < size_; r++) {
     const RankArea &a = block_->area(r);
@@ -184,6 +190,7 @@ int Comm::slot_open(uint64_t *j) {
 
 void Comm::slot_publish(uint64_t j) {
   block_->area(rank_).slot_posted.store(j, std::memory_order_release);
+  ring_mine();
 }
 
 int Comm::slot_wait(int r, uint64_t j) {
@@ -193,6 +200,7 @@ int Comm::slot_wait(int r, uint64_t j) {
 
 void Comm::slot_close(uint64_t j) {
   block_->area(rank_).slot_read.store(j, std::memory_order_release);
+  ring_mine();
 }
 
 int Comm::copy_from(int peer, uint64_t addr, void *dst, size_t len) {

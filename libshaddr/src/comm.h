@@ -25,6 +25,7 @@
 #include "backend.h"
 #include "nodeblock.h"
 #include "shaddr/coll.h"
+#include "wait.h"
 
 namespace shaddr {
 
@@ -83,9 +84,12 @@ class Comm {
   // Scratch memory owned by this rank, grow-only; index 0 and 1 are independent buffers.
   void *scratch(int which, size_t bytes);
 
-  // Spin-then-yield wait with peer-death detection. pred() true ends the wait.
+  // Waits until pred() holds, for a change that peer makes (and then rings its bell: wait.h),
+  // with peer-death detection.
   template <typename Pred>
   int wait_until(int peer, Pred &&pred);
+  // After changing this rank's RankArea or MsgCounter: wakes whoever sleeps waiting for it.
+  void ring_mine() { ring(block_->bell(rank_)); }
 
   // Seed-004 slots: small exchanges through the control block, without a closing barrier.
   // Round j uses slot parity j & 1; slot_open() waits until every rank has closed round j - 2,
@@ -116,18 +120,20 @@ class Comm {
   std::vector<char> scratch_[2];
 };
 
-void wait_backoff(unsigned *spins);
-
 template <typename Pred>
 int Comm::wait_until(int peer, Pred &&pred) {
-  unsigned spins = 0;
-  while (!pred()) {
-    wait_backoff(&spins);
-    // About every 4096 waits (well over a millisecond once yielding): is the peer still there?
-    // Look once more after finding it gone: it may have done its part and exited since the
-    // last look (a peer leaves the closing barrier of shaddr_comm_free as soon as it has
-    // seen everyone arrive); what a dead process stored is all visible by now.
-    if ((spins & 4095) == 4095 && !peer_alive(peer)) return pred() ? 0 : -EOWNERDEAD;
+  Waiter w(block_->wait_policy(), &block_->bell(peer));
+  uint64_t next_check = 4096;
+  while (!w.round(pred)) {
+    // About every 4096 rounds (a sleep counts 256; a millisecond or more once yielding or
+    // sleeping): is the peer still there? Look once more after finding it gone: it may have
+    // done its part and exited since the last look (a peer leaves the closing barrier of
+    // shaddr_comm_free as soon as it has seen everyone arrive); what a dead process stored is
+    // all visible by now.
+    if (w.effort() >= next_check) {
+      next_check = w.effort() + 4096;
+      if (!peer_alive(peer)) return pred() ? 0 : -EOWNERDEAD;
+    }
   }
   return 0;
 }

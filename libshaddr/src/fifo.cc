@@ -29,12 +29,17 @@ size_t Fifo::bytes_for(uint32_t nslots, uint32_t slot_payload) {
   return sizeof(Header) + static_cast<size_t>(nslots) * stride_for(slot_payload);
 }
 
-Fifo::Fifo(void *mem, uint32_t nslots, uint32_t slot_payload)
+namespace {
+const WaitPolicy kDefaultWait{};
+}  // namespace
+
+Fifo::Fifo(void *mem, uint32_t nslots, uint32_t slot_payload, const WaitPolicy *wait)
     : hdr_(static_cast<Header *>(mem)),
       slots_(static_cast<char *>(mem) + sizeof(Header)),
       nslots_(nslots),
       payload_(slot_payload),
-      stride_(stride_for(slot_payload)) {}
+      stride_(stride_for(slot_payload)),
+      wait_(wait ? wait : &kDefaultWait) {}
 
 Fifo::Slot *Fifo::slot(uint64_t t) const {
   return reinterpret_cast<Slot *>(slots_ + (t % nslots_) * stride_);
@@ -43,6 +48,7 @@ Fifo::Slot *Fifo::slot(uint64_t t) const {
 void Fifo::init() {
   new (&hdr_->tail) std::atomic<uint64_t>(0);
   new (&hdr_->head) std::atomic<uint64_t>(0);
+  new (&hdr_->bell) Bell{};
   for (uint32_t i = 0; i < nslots_; i++) {
     Slot *s = slot(i);
     new (&s->seq) std::atomic<uint64_t>(0);
@@ -53,13 +59,16 @@ void Fifo::init() {
 // Take the next slot once it is free: an atomic increment of tail, made only when there is
 // room, so that a non-blocking push never holds a slot it cannot fill.
 int Fifo::reserve(bool wait, uint64_t *t) {
-  unsigned spins = 0;
+  Waiter w(*wait_, &hdr_->bell);
   uint64_t cur = hdr_->tail.load(std::memory_order_relaxed);
   for (;;) {
     if (cur - hdr_->head.load(std::memory_order_acquire) >= nslots_) {
       if (!wait) return -EAGAIN;
-      wait_backoff(&spins);
-      cur = hdr_->tail.load(std::memory_order_relaxed);
+      while (!w.round([&] {
+        cur = hdr_->tail.load(std::memory_order_relaxed);
+        return cur - hdr_->head.load(std::memory_order_acquire) < nslots_;
+      })) {
+      }
       continue;
     }
     if (hdr_->tail.compare_exchange_weak(cur, cur + 1, std::memory_order_acquire,
@@ -81,6 +90,7 @@ void Fifo::fill(uint64_t t, int writer, uint32_t stream, const void *data, uint3
   // seq_cst here and in advance_head(): a finisher either sees the other's update or the other
   // sees its own, so head never stops short of a consumed slot.
   s->seq.store(t + 1, std::memory_order_seq_cst);
+  ring(hdr_->bell);
   if (readers == 0) advance_head();  // a message nobody reads is consumed at once
 }
 
@@ -108,14 +118,18 @@ int Fifo::try_push(int writer, uint32_t stream, const void *data, uint32_t bytes
 // of order (in a Bcast FIFO the writer of a slot does not read it), head never skips one.
 void Fifo::advance_head() {
   uint64_t h = hdr_->head.load(std::memory_order_seq_cst);
+  bool moved = false;
   for (;;) {
     Slot *s = slot(h);
     if (s->seq.load(std::memory_order_seq_cst) != h + 1 ||
         s->readers.load(std::memory_order_seq_cst) != 0)
-      return;
-    if (hdr_->head.compare_exchange_weak(h, h + 1, std::memory_order_seq_cst))
+      break;
+    if (hdr_->head.compare_exchange_weak(h, h + 1, std::memory_order_seq_cst)) {
       h++;
+      moved = true;
+    }
   }
+  if (moved) ring(hdr_->bell);  // a writer may wait for a free slot
 }
 
 int Fifo::pop(Cursor *cur, void *dst, uint32_t cap, Message *meta) {
@@ -135,10 +149,10 @@ int Fifo::consume(Cursor *cur, void *dst, uint32_t cap, Message *meta, bool wait
       continue;
     }
     Slot *s = slot(t);
-    unsigned spins = 0;
-    while (s->seq.load(std::memory_order_acquire) != t + 1) {
-      if (!wait) return -EAGAIN;
-      wait_backoff(&spins);
+    auto published = [&] { return s->seq.load(std::memory_order_acquire) == t + 1; };
+    if (!wait && !published()) return -EAGAIN;
+    Waiter w(*wait_, &hdr_->bell);
+    while (!w.round(published)) {
     }
     cur->next = t + 1;
     int err = 0;

@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <deque>
 
+#include "wait.h"
+
 namespace shaddr {
 
-// Spin briefly, then yield: oversubscribed nodes (more ranks than cores) must progress.
+// Spin briefly, then yield (for tests' own polling loops; libshaddr waits with a Waiter).
 void wait_backoff(unsigned *spins);
 
 class Fifo {
@@ -29,7 +31,9 @@ class Fifo {
   };
 
   static size_t bytes_for(uint32_t nslots, uint32_t slot_payload);
-  Fifo(void *mem, uint32_t nslots, uint32_t slot_payload);
+  // wait: how blocking push/pop wait (the FIFO's doorbell is in its memory); nullptr: the
+  // default policy.
+  Fifo(void *mem, uint32_t nslots, uint32_t slot_payload, const WaitPolicy *wait = nullptr);
   void init();  // once, before any push/pop
 
   uint32_t payload_max() const { return payload_; }
@@ -59,6 +63,7 @@ class Fifo {
   struct Header {
     alignas(128) std::atomic<uint64_t> tail;
     alignas(128) std::atomic<uint64_t> head;
+    Bell bell;  // rung when a slot is published (readers wait) and when head moves (writers)
   };
   struct alignas(64) Slot {
     std::atomic<uint64_t> seq;  // t + 1 once slot t is published
@@ -78,6 +83,7 @@ class Fifo {
   uint32_t nslots_;
   uint32_t payload_;
   size_t stride_;
+  const WaitPolicy *wait_;
 };
 
 }  // namespace shaddr

@@ -16,7 +16,7 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 size_t total_bytes(int n, const NodeBlockConfig &c) {
   const size_t fifo = round_up(Fifo::bytes_for(c.fifo_slots, c.fifo_payload), 128);
-  return 128 + n * (sizeof(RankArea) + sizeof(MsgCounter)) + fifo * (1 + n) +
+  return 128 + n * (sizeof(RankArea) + sizeof(MsgCounter) + sizeof(Bell)) + fifo * (1 + n) +
          round_up(static_cast<size_t>(n) * 2 * c.reduce_slot_bytes, 128);
 }
 
@@ -29,15 +29,18 @@ void NodeBlock::layout(char *base, bool init) {
   p += size_ * sizeof(RankArea);
   counters_ = reinterpret_cast<MsgCounter *>(p);
   p += size_ * sizeof(MsgCounter);
-  bcast_ = std::make_unique<Fifo>(p, cfg_.fifo_slots, cfg_.fifo_payload);
+  bells_ = reinterpret_cast<Bell *>(p);
+  p += size_ * sizeof(Bell);
+  bcast_ = std::make_unique<Fifo>(p, cfg_.fifo_slots, cfg_.fifo_payload, &cfg_.wait);
   p += fifo;
   for (int r = 0; r < size_; r++, p += fifo)
-    p2p_.push_back(std::make_unique<Fifo>(p, cfg_.fifo_slots, cfg_.fifo_payload));
+    p2p_.push_back(std::make_unique<Fifo>(p, cfg_.fifo_slots, cfg_.fifo_payload, &cfg_.wait));
   reduce_ = p;
   if (!init) return;
   for (int r = 0; r < size_; r++) {
     new (&areas_[r]) RankArea{};
     new (&counters_[r]) MsgCounter{};
+    new (&bells_[r]) Bell{};
   }
   bcast_->init();
   for (auto &f : p2p_) f->init();

@@ -19,6 +19,7 @@
 #include "fifo.h"
 #include "shared_region.h"
 #include "shaddr/host.h"
+#include "wait.h"
 
 namespace shaddr {
 
@@ -50,6 +51,7 @@ struct NodeBlockConfig {
   uint32_t fifo_slots = 64;
   uint32_t fifo_payload = 8192 - 64;  // a slot is 8 KiB
   uint32_t reduce_slot_bytes = 4096;  // seed 004 short reduction, per rank and parity
+  WaitPolicy wait;                    // how waits on this block's flags and FIFOs wait
 };
 
 class NodeBlock {
@@ -66,6 +68,9 @@ class NodeBlock {
   const char *how() const { return region_->how(); }  // "memfd" or "shm_open"
   RankArea &area(int r) { return areas_[r]; }
   MsgCounter &counter(int r) { return counters_[r]; }
+  // Rank r's doorbell: r rings it after changing its RankArea or MsgCounter (wait.h).
+  Bell &bell(int r) { return bells_[r]; }
+  const WaitPolicy &wait_policy() const { return cfg_.wait; }
   Fifo &bcast() { return *bcast_; }
   Fifo &p2p(int receiver) { return *p2p_[receiver]; }
   size_t reduce_slot_bytes() const { return cfg_.reduce_slot_bytes; }
@@ -81,6 +86,7 @@ class NodeBlock {
   std::unique_ptr<SharedRegion> region_;
   RankArea *areas_ = nullptr;
   MsgCounter *counters_ = nullptr;
+  Bell *bells_ = nullptr;
   std::unique_ptr<Fifo> bcast_;
   std::vector<std::unique_ptr<Fifo>> p2p_;
   char *reduce_ = nullptr;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <new>
 #include <algorithm>
 #include <cerrno>
@@ -172,6 +173,9 @@ TEST_P(Coll, PeerThatDiedIsReportedNotWaitedFor) {
 // the flag "turns up" exactly at that second look: the liveness check comes after 4095 waits.
 TEST_P(Coll, PeerThatExitedAfterItsPartIsNotDead) {
   setenv("SHADDR_BACKEND", GetParam().c_str(), 1);
+  // Waits that never sleep, so the peer is looked at after exactly 4096 looks at the flag (a
+  // sleep counts as 256: wait.h).
+  setenv("SHADDR_WAIT", "spin", 1);
   EXPECT_EQ(run_forked(2, [&](const shaddr_host &h) {
               alarm(300);
               const int rank = h.rank;
@@ -190,6 +194,7 @@ TEST_P(Coll, PeerThatExitedAfterItsPartIsNotDead) {
             }),
             0);
   unsetenv("SHADDR_BACKEND");
+  unsetenv("SHADDR_WAIT");
 }
 
 TEST_P(Coll, Bcast) {
@@ -573,6 +578,48 @@ TEST_P(Coll, RandomSoak) {
               return 0;
             }),
             0);
+}
+
+// Waits that sleep (SHADDR_WAIT=sleep: after 16 pauses and 2 yields, as on an oversubscribed
+// node) must be woken by the rank they wait for: with a sleep cap of 30 s, one wait left without
+// a ring would stall the mix below for 30 s. Every kind of wait: barrier, Bcast through the FIFO,
+// the message counter and multi-stream, reductions through the slots and direct, Allgather,
+// Alltoall, Gather; 5 ranks.
+TEST_P(Coll, SleepingWaitersAreWokenByTheRankTheyWaitFor) {
+  setenv("SHADDR_WAIT", "sleep", 1);
+  setenv("SHADDR_WAIT_SLEEP_MAX", "30000000", 1);
+  setenv("SHADDR_BCAST_STREAMS_MIN", "65536", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(on_ranks(5, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+              size_t bad;
+              for (int it = 0; it < 40; it++) {
+                for (size_t bytes : {size_t(8), size_t(5000), size_t(300000)}) {
+                  const int root = it % size;
+                  std::vector<unsigned char> a(bytes * size + 8, 0), b(bytes * size + 8, 0xEE);
+                  if (rank == root) fill(a.data(), bytes, root, it);
+                  REQUIRE(shaddr_bcast(c, a.data(), bytes, root) == 0, 1, "bcast %zu", bytes);
+                  REQUIRE(check(a.data(), bytes, root, it, &bad), 2, "bcast %zu", bytes);
+                  const size_t count = bytes / 8;
+                  std::vector<int64_t> v(count + 1, rank + it), r(count + 1, 0);
+                  REQUIRE(shaddr_allreduce(c, v.data(), r.data(), count, SHADDR_INT64, SHADDR_OP_SUM) == 0, 3, "allreduce");
+                  for (size_t i = 0; i < count; i++)
+                    REQUIRE(r[i] == int64_t(size) * it + size * (size - 1) / 2, 4, "allreduce %zu", i);
+                  fill(a.data(), bytes, rank, it);
+                  REQUIRE(shaddr_allgather(c, a.data(), bytes, b.data()) == 0, 5, "allgather");
+                  for (int p = 0; p < size; p++) REQUIRE(check(b.data() + p * bytes, bytes, p, it, &bad), 6, "allgather");
+                  REQUIRE(shaddr_alltoall(c, b.data(), bytes / size, a.data()) == 0, 7, "alltoall");
+                  REQUIRE(shaddr_gather(c, b.data(), bytes / size, a.data(), root) == 0, 8, "gather");
+                  REQUIRE(shaddr_barrier(c) == 0, 9, "barrier");
+                }
+              }
+              return 0;
+            }),
+            0);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 25.0) << "a wait was not woken by a ring (it slept until SHADDR_WAIT_SLEEP_MAX)";
+  unsetenv("SHADDR_WAIT");
+  unsetenv("SHADDR_WAIT_SLEEP_MAX");
+  unsetenv("SHADDR_BCAST_STREAMS_MIN");
 }
 
 // The ring Allgather(v) (chosen on its own where the backend cannot map every peer at once:

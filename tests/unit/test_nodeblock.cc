@@ -2,7 +2,11 @@
 // Node control block and its FIFOs across forked ranks (more ranks than cores), plus a thread
 // version of the FIFO stress for ThreadSanitizer.
 #include <dirent.h>
+#include <sched.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <set>
 #include <string>
 #include <thread>
@@ -247,4 +251,88 @@ TEST(FifoThreads, OversizedMessagesAreRefused) {
   char small[8];
   EXPECT_EQ(f.pop(&cur, small, sizeof(small), nullptr), -EMSGSIZE);
   EXPECT_EQ(f.try_pop(&cur, small, sizeof(small), nullptr), -EAGAIN);
+}
+
+// The doorbell (wait.h): a sleeping waiter wakes when the flag's owner rings, long before its
+// sleep cap; without a ring it looks again only at the cap.
+TEST(Wait, ASleeperWakesOnTheRingNotAtTheCap) {
+  WaitPolicy p;
+  p.spins = 0;
+  p.yields = 0;
+  p.sleep_max_ns = 30L * 1000 * 1000 * 1000;  // 30 s
+  Bell bell;
+  std::atomic<int> flag{0};
+  double waited = -1;
+  std::thread t([&] {
+    Waiter w(p, &bell);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!w.round([&] { return flag.load(std::memory_order_acquire) == 1; })) {
+    }
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the waiter is asleep by now
+  EXPECT_EQ(bell.sleepers.load(), 1u);
+  flag.store(1, std::memory_order_release);
+  ring(bell);
+  t.join();
+  EXPECT_GE(waited, 0.09);
+  EXPECT_LT(waited, 10.0);
+  EXPECT_EQ(bell.sleepers.load(), 0u);
+}
+
+TEST(Wait, WithoutARingASleeperLooksAgainAtTheCap) {
+  WaitPolicy p;
+  p.spins = 0;
+  p.yields = 0;
+  p.sleep_max_ns = 300L * 1000 * 1000;  // 0.3 s
+  Bell bell;
+  std::atomic<int> flag{0};
+  double waited = -1;
+  std::thread t([&] {
+    Waiter w(p, &bell);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!w.round([&] { return flag.load(std::memory_order_acquire) == 1; })) {
+    }
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  flag.store(1, std::memory_order_release);  // no ring
+  t.join();
+  EXPECT_GE(waited, 0.25);
+  EXPECT_LT(waited, 10.0);
+}
+
+TEST(Wait, PolicyFromTheEnvironment) {
+  WaitPolicy p;
+  std::string err;
+  setenv("SHADDR_WAIT", "spin", 1);
+  ASSERT_EQ(WaitPolicy::from_env(2, &p, &err), 0);
+  EXPECT_FALSE(p.sleep);
+  setenv("SHADDR_WAIT", "sleep", 1);
+  ASSERT_EQ(WaitPolicy::from_env(2, &p, &err), 0);
+  EXPECT_TRUE(p.sleep);
+  EXPECT_LT(p.spins + p.yields, 64u);
+  EXPECT_EQ(p.sleep_max_ns, 1000000);
+  setenv("SHADDR_WAIT", "auto", 1);
+  setenv("SHADDR_WAIT_SLEEP_MAX", "250", 1);
+  ASSERT_EQ(WaitPolicy::from_env(1, &p, &err), 0);
+  EXPECT_EQ(p.sleep_max_ns, 250000);
+  setenv("SHADDR_WAIT_SLEEP_MAX", "0", 1);
+  EXPECT_EQ(WaitPolicy::from_env(1, &p, &err), -EINVAL);
+  EXPECT_NE(err.find("SHADDR_WAIT_SLEEP_MAX=0"), std::string::npos) << err;
+  unsetenv("SHADDR_WAIT_SLEEP_MAX");
+  setenv("SHADDR_WAIT", "busy", 1);
+  EXPECT_EQ(WaitPolicy::from_env(1, &p, &err), -EINVAL);
+  EXPECT_NE(err.find("SHADDR_WAIT=busy: not auto, spin or sleep"), std::string::npos) << err;
+  unsetenv("SHADDR_WAIT");
+  // More ranks of the job here than CPUs: auto sleeps soon; fewer: it spins and yields first.
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1000", 1);
+  ASSERT_EQ(WaitPolicy::from_env(2, &p, &err), 0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const bool many_cpus = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1;
+  if (many_cpus) {
+    EXPECT_LT(p.spins + p.yields, 64u) << p.why;
+  }
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
 }

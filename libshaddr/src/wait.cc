@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+#include "wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "settings.h"
+
+namespace shaddr {
+namespace {
+
+// The largest node communicator this process has made (all threads: atomic).
+std::atomic<int> g_node_ranks{0};
+
+int env_int(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v ? std::atoi(v) : 0;
+}
+
+int cpus_for_this_process() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+}  // namespace
+
+void ring(Bell &b) {
+  // The store that ends the wait must be visible before the sleeper count is read (the
+  // waiter's side: fetch_add, then its condition), or both could miss each other. A
+  // read-modify-write of the count does it: either it comes after the waiter's increment and
+  // sees it, or the waiter's increment reads from it and then sees the store. (Not a fence:
+  // ThreadSanitizer does not model fences.)
+  if (b.sleepers.fetch_add(0, std::memory_order_seq_cst) == 0) return;
+  b.rings.fetch_add(1, std::memory_order_release);
+  // Not FUTEX_PRIVATE_FLAG: the sleepers are other processes sharing the mapping.
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(&b.rings), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+void futex_sleep(std::atomic<uint32_t> *word, uint32_t seen, long ns) {
+  timespec ts{ns / 1000000000, ns % 1000000000};
+  // EAGAIN (rung meanwhile), EINTR, ETIMEDOUT: the caller checks its condition either way.
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+bool oversubscribed(int node_ranks) {
+  int seen = g_node_ranks.load(std::memory_order_relaxed);
+  while (node_ranks > seen &&
+         !g_node_ranks.compare_exchange_weak(seen, node_ranks, std::memory_order_relaxed)) {
+  }
+  const int ranks = std::max({node_ranks, seen, env_int("OMPI_COMM_WORLD_LOCAL_SIZE"),
+                              env_int("MPI_LOCALNRANKS")});
+  const int cpus = cpus_for_this_process();
+  // One CPU in the affinity mask: the launcher bound this rank to a core, which MPI launchers
+  // do only when every rank gets one.
+  return cpus > 1 && ranks > cpus;
+}
+
+int WaitPolicy::from_env(int node_ranks, WaitPolicy *out, std::string *err) {
+  const char *v = std::getenv("SHADDR_WAIT");
+  const std::string mode = v && *v ? v : "auto";
+  WaitPolicy p;
+  // Oversubscribed: a few pauses (the flag may be just about to change), two yields (the rank
+  // waited for may be next in this CPU's queue), then sleep.
+  WaitPolicy soon;
+  soon.spins = 16;
+  soon.yields = 2;
+  if (mode == "auto") {
+    if (oversubscribed(node_ranks)) {
+      p = soon;
+      p.why = "auto: more ranks than CPUs, sleep soon";
+    } else {
+      p.why = "auto: a CPU per rank, spin and yield first";
+    }
+  } else if (mode == "sleep") {
+    p = soon;
+    p.why = "SHADDR_WAIT=sleep";
+  } else if (mode == "spin") {
+    p.sleep = false;
+    p.why = "SHADDR_WAIT=spin: never sleep";
+  } else {
+    *err = "SHADDR_WAIT=" + mode + ": not auto, spin or sleep";
+    return -EINVAL;
+  }
+  const size_t us = env_size("SHADDR_WAIT_SLEEP_MAX", 1000);
+  if (us == 0 || us > 60u * 1000 * 1000) {
+    *err = "SHADDR_WAIT_SLEEP_MAX=" + std::to_string(us) + ": not 1 to 60000000 microseconds";
+    return -EINVAL;
+  }
+  p.sleep_max_ns = static_cast<long>(us) * 1000;
+  *out = p;
+  return 0;
+}
+
+}  // namespace shaddr

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+// How a rank waits for another: spin briefly, yield, then sleep on a doorbell until the rank it
+// waits for rings it. Every wait in libshaddr goes through a Waiter: the flags of comm.h
+// (Comm::wait_until) and the FIFOs (fifo.cc).
+//
+// With more ranks than CPUs (4 ranks on 2 cores), a waiter that keeps spinning or yielding stays
+// runnable: it takes time slices from the rank it waits for and keeps the scheduler from moving
+// that rank to the CPU the waiter holds. A sleeping waiter is off the run queue, so the rank it
+// waits for gets a CPU. Sleeping costs a wake-up (a few microseconds), so where every rank has a
+// CPU of its own a waiter spins and yields much longer before it sleeps (SHADDR_WAIT).
+//
+// The doorbell protocol: a rank changes a flag (release store), then ring()s the bell of the
+// thing waited on (its own RankArea's, a FIFO's): one read-modify-write of the sleeper count
+// (a full barrier), and only when someone sleeps an increment of the ring count and FUTEX_WAKE. A waiter reads the ring count,
+// registers as a sleeper (a full barrier), checks its condition once more and sleeps with
+// FUTEX_WAIT on the ring count it read. Either the ringer sees the sleeper or the sleeper sees
+// the flag; a ring in between changes the count and FUTEX_WAIT returns at once. A sleep also
+// ends after SHADDR_WAIT_SLEEP_MAX, so a rank that never rings (it died) is noticed by the
+// caller's checks.
+#pragma once
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace shaddr {
+
+struct alignas(128) Bell {
+  std::atomic<uint32_t> rings{0};
+  std::atomic<uint32_t> sleepers{0};
+};
+static_assert(sizeof(Bell) == 128);
+
+// After a store that may end someone's wait on b: wakes its sleepers (one atomic operation
+// when there are none).
+void ring(Bell &b);
+
+// Rounds of pausing before yielding, and of yielding before sleeping.
+struct WaitPolicy {
+  uint32_t spins = 256;
+  uint32_t yields = 4096;
+  bool sleep = true;  // false: yield for ever (SHADDR_WAIT=spin)
+  long sleep_max_ns = 1000000;  // SHADDR_WAIT_SLEEP_MAX: one sleep lasts at most this long
+  const char *why = "default";
+
+  // SHADDR_WAIT: auto (oversubscribed: sleep soon; else spin and yield long first), spin (never
+  // sleep), sleep (sleep soon, as oversubscribed); SHADDR_WAIT_SLEEP_MAX (microseconds, 1000):
+  // the longest sleep before a waiter looks again (a rank that died never rings; the tests set it
+  // high to show that every wake-up comes from a ring). node_ranks: ranks of the node
+  // communicator.
+  // 0, or -EINVAL with *err set for an unknown value.
+  static int from_env(int node_ranks, WaitPolicy *out, std::string *err);
+};
+
+// Is this node oversubscribed: more ranks of the job here than CPUs this process may run on?
+// The ranks: the largest node communicator made in this process, or the launcher's count of
+// local ranks (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS) if larger.
+bool oversubscribed(int node_ranks);
+
+void futex_sleep(std::atomic<uint32_t> *word, uint32_t seen, long ns);
+
+class Waiter {
+ public:
+  Waiter(const WaitPolicy &policy, Bell *bell) : policy_(policy), bell_(bell) {}
+
+  // One round of waiting for pred(): evaluates it once; if it does not hold yet, pauses,
+  // yields, or (policy permitting) sleeps on the bell, having registered as a sleeper before
+  // the evaluation. Returns pred()'s value.
+  template <typename Pred>
+  bool round(Pred &&pred) {
+    const uint64_t n = rounds_++;
+    if (policy_.sleep && bell_ && n >= uint64_t{policy_.spins} + policy_.yields) {
+      const uint32_t seen = bell_->rings.load(std::memory_order_acquire);
+      bell_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const bool done = pred();
+      if (!done) futex_sleep(&bell_->rings, seen, policy_.sleep_max_ns);
+      bell_->sleepers.fetch_sub(1, std::memory_order_relaxed);
+      if (!done) sleeps_++;
+      return done;
+    }
+    if (pred()) return true;
+    if (n < policy_.spins) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      sched_yield();
+    }
+    return false;
+  }
+  // Weighted rounds so far: a sleep counts as 256 (the callers look for a dead peer every 4096).
+  uint64_t effort() const { return rounds_ + 255 * sleeps_; }
+
+ private:
+  const WaitPolicy &policy_;
+  Bell *bell_;
+  uint64_t rounds_ = 0;
+  uint64_t sleeps_ = 0;
+};
+
+}  // namespace shaddr
