@@ -250,13 +250,17 @@ inline void sleep_ms(double ms) {
   }
 }
 
-// Spins (yielding) until pred() or `seconds` passed; returns pred().
+// Polls until pred() or `seconds` passed; returns pred(). Yields at first, then sleeps 0.2 ms
+// between polls (spinning waiters would take the guest's few CPUs from the racing threads).
 template <typename Pred>
 bool wait_until(Pred pred, double seconds) {
   const double end = now_s() + seconds;
-  while (!pred()) {
+  for (int i = 0; !pred(); i++) {
     if (now_s() > end) return pred();
-    sched_yield();
+    if (i < 50)
+      sched_yield();
+    else
+      sleep_ms(0.2);
   }
   return true;
 }

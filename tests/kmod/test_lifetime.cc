@@ -62,11 +62,25 @@ void in_child(int timeout_s, const std::function<void()> &body) {
     fflush(stderr);
     _exit(::testing::Test::HasFailure() ? 1 : 0);
   }
+  // Wait for it; after an oops a child may hang in the kernel for good: give it 3 s then.
+  KmsgWatch oops;
+  const double end = now_s() + timeout_s + 5;
+  double oops_at = 0;
   int status = 0;
-  if (!wait_child(pid, timeout_s + 5, &status)) {
-    const bool reaped = kill_and_reap(pid, 10);
-    ADD_FAILURE() << "the test's child did not finish within " << timeout_s + 5 << " s"
-                  << (reaped ? "" : " and could not be killed (stuck in the kernel)");
+  bool reaped = false;
+  while (!(reaped = wait_child(pid, 0.5, &status)) && now_s() < end) {
+    if (!oops_at)
+      for (const auto &l : oops.new_lines())
+        if (l.find("Oops") != std::string::npos || l.find("general protection") != std::string::npos ||
+            l.find("BUG:") != std::string::npos || l.find("kernel BUG") != std::string::npos)
+          oops_at = now_s();
+    if (oops_at && now_s() > oops_at + 3) break;
+  }
+  if (!reaped) {
+    const bool killed = kill_and_reap(pid, oops_at ? 3 : 10);
+    ADD_FAILURE() << "the test's child did not finish"
+                  << (oops_at ? " after a kernel oops" : " in time")
+                  << (killed ? "" : " and could not be killed (stuck in the kernel)");
     return;
   }
   EXPECT_TRUE(exited_ok(status)) << "the test's child " << describe_status(status)
@@ -443,9 +457,11 @@ TEST_F(Defect2, PlainMmapOfEveryKindIsRefused) {
 
 // State shared between the exporter process, the importer's readers and the test.
 struct Ctl {
+  static constexpr uint32_t kMaxRounds = 1024;
   std::atomic<uint32_t> started{0}, done{0};  // generations (see lifetime_util.h)
   std::atomic<uint64_t> handle{0};
   std::atomic<uint32_t> round{0};            // the exporter's round under way
+  std::atomic<uint32_t> rounds_run{0};       // exporter: rounds completed (when it stops)
   std::atomic<uint32_t> withdrawn_round{0};  // last round whose REVOKE has returned
   std::atomic<uint32_t> exited_round{0};     // last round whose exporter was reaped
   std::atomic<uint32_t> mapped_round{0};     // importer: this round's window is populated
@@ -453,7 +469,7 @@ struct Ctl {
   std::atomic<uint64_t> sweeps{0};
   std::atomic<uint64_t> maps[2]{};
   std::atomic<uint32_t> acked[2]{};
-  std::atomic<uint64_t> bad_rounds{0};  // bit r-1: round r had a violation
+  std::atomic<uint64_t> bad_bits[kMaxRounds / 64]{};  // bit r: round r had a violation
   std::atomic<uint64_t> bad_reads{0}, good_reads{0}, sigbus_reads{0};
   std::atomic<int> stop{0};
   std::atomic<int> exporter_error{0};
@@ -462,13 +478,16 @@ struct Ctl {
 
   void violation(uint32_t round, const std::string &what) {
     bad_reads++;
-    if (round >= 1 && round <= 64) bad_rounds |= 1ull << (round - 1);
+    bad_bits[(round % kMaxRounds) / 64] |= 1ull << (round % 64);
     if (first_bad_claimed.exchange(1) == 0)
       snprintf(first_bad, sizeof(first_bad), "round %u: %s", round, what.c_str());
   }
+  int bad_rounds() const {
+    int n = 0;
+    for (const auto &b : bad_bits) n += __builtin_popcountll(b.load());
+    return n;
+  }
 };
-
-int popcount(uint64_t v) { return __builtin_popcountll(v); }
 
 // Reads every page of the window once, judging each read against the exporter's state, and
 // writes a scratch word where the read succeeded (a write to a freed page shows as
@@ -504,15 +523,15 @@ void judge_sweep(Ctl *c, char *win, uint16_t mg, uint32_t round, bool writable,
     c->good_reads++;
     if (writable) probe_write(word_rw(win, p, kScratchWord), tag(0x5c5c, round, p));
   }
-  c->sweeps++;
 }
 
-// Readers: `n` threads sweeping whatever window *cur points at (nullptr: pause) until stop.
+// Readers: `n` threads sweeping, pass after pass, the windows set() gives them (none: pause).
+// c->sweeps counts passes over all of them.
 class Readers {
  public:
   Readers(Ctl *c, uint16_t mg, int n, std::function<bool(uint32_t)> withdrawn)
-      : c_(c), mg_(mg), withdrawn_(std::move(withdrawn)) {
-    for (int i = 0; i < n; i++) threads_.emplace_back([this] { run(); });
+      : c_(c), mg_(mg), withdrawn_(std::move(withdrawn)), seen_(n) {
+    for (int i = 0; i < n; i++) threads_.emplace_back([this, i] { run(i); });
   }
   ~Readers() { stop(); }
   void stop() {
@@ -520,91 +539,173 @@ class Readers {
     for (auto &t : threads_)
       if (t.joinable()) t.join();
   }
-  // Points the readers at `win` of `round` (nullptr: no window); returns once no reader uses
-  // the previous one.
-  void set(char *win, uint32_t round) {
-    cur_round_ = round;
-    cur_ = win;
-    const uint64_t gen = ++gen_;
-    wait_until([&] { return quiesced(gen); }, 30);
+  // Points the readers at `wins` of `round`; returns once no reader uses the previous ones.
+  void set(const std::vector<char *> &wins, uint32_t round) {
+    uint64_t gen;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      wins_ = wins;
+      round_ = round;
+      gen = ++gen_;
+    }
+    wait_until(
+        [&] {
+          for (auto &v : seen_)
+            if (v.load() < gen) return false;
+          return true;
+        },
+        30);
   }
 
  private:
-  bool quiesced(uint64_t gen) {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto v : seen_)
-      if (v < gen) return false;
-    return seen_.size() == threads_.size();
-  }
-  void run() {
-    size_t me;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      me = seen_.size();
-      seen_.push_back(0);
-    }
+  void run(int me) {
+    std::vector<char *> wins;
     while (!stop_) {
-      const uint64_t gen = gen_.load();
-      char *win = cur_.load();
-      const uint32_t round = cur_round_.load();
+      uint32_t round;
       {
         std::lock_guard<std::mutex> g(mu_);
-        seen_[me] = gen;
+        wins = wins_;
+        round = round_;
+        seen_[me] = gen_;
       }
-      if (!win) {
-        sched_yield();
+      if (wins.empty()) {
+        sleep_ms(0.2);
         continue;
       }
-      if (gen != gen_.load()) continue;
-      judge_sweep(c_, win, mg_, round, true, [&] { return withdrawn_(round); });
+      // Round 0: the exporter's rounds go on under the same windows; blame the current one.
+      for (char *w : wins)
+        judge_sweep(c_, w, mg_, round ? round : c_->round.load(), true,
+                    [&] { return withdrawn_(round); });
+      c_->sweeps++;
     }
-    std::lock_guard<std::mutex> g(mu_);
     seen_[me] = ~0ull;
   }
   Ctl *c_;
   uint16_t mg_;
   std::function<bool(uint32_t)> withdrawn_;
   std::atomic<bool> stop_{false};
-  std::atomic<char *> cur_{nullptr};
-  std::atomic<uint32_t> cur_round_{0};
-  std::atomic<uint64_t> gen_{0};
   std::mutex mu_;
-  std::vector<uint64_t> seen_;
+  std::vector<char *> wins_;
+  uint32_t round_ = 0;
+  uint64_t gen_ = 0;
+  std::vector<std::atomic<uint64_t>> seen_;
   std::vector<std::thread> threads_;
 };
 
-// A spin barrier for the exporter's threads: they start their invalidations together.
-struct Go {
-  std::atomic<uint32_t> go{0}, acked{0};
-  void run(int nthreads, uint32_t round) {
-    acked = 0;
-    go = round;
-    wait_until([&] { return acked.load() == static_cast<uint32_t>(nthreads); }, 60);
+// The importer's windows of one block: `nfds` files with every slot (3) each, so that an
+// invalidation has many windows to zap and the zap takes long.
+struct ManyWindows {
+  std::vector<int> fds;
+  std::vector<shaddr_map> maps;
+  explicit ManyWindows(int nfds) {
+    for (int i = 0; i < nfds; i++) {
+      fds.push_back(open_dev());
+      if (fds.back() < 0 || set_slot_size(fds.back(), kBlock)) ADD_FAILURE() << "open";
+    }
+  }
+  ~ManyWindows() {
+    for (int fd : fds) close(fd);
+  }
+  // Maps block 0 of h into every slot; returns the first error (or 0).
+  int map_all(uint64_t h) {
+    for (int fd : fds)
+      for (int slot = 0; slot < 3; slot++) {
+        shaddr_map m;
+        const int rc = map(fd, h, 0, kRW, &m);
+        if (rc) return rc;
+        maps.push_back(m);
+      }
+    return 0;
+  }
+  std::vector<char *> addrs() const {
+    std::vector<char *> v;
+    for (const auto &m : maps) v.push_back(reinterpret_cast<char *>(m.addr));
+    return v;
+  }
+  int unmap_all() {
+    int bad = 0;
+    for (size_t i = 0; i < maps.size(); i++)
+      if (unmap_addr(fds[i / 3], maps[i].addr)) bad++;
+    maps.clear();
+    return bad;
   }
 };
 
-void report_rounds(Ctl *c, int rounds, const char *what) {
-  printf("  %s: %d rounds, %llu sweeps, %llu good reads, %llu SIGBUS, %llu bad reads in %d "
+// The exporter's helper threads: each runs its action when the round number changes, after a
+// per-thread spin (the phase), so that successive rounds try different overlaps.
+class Helpers {
+ public:
+  using Action = std::function<void(uint32_t round)>;
+  explicit Helpers(std::vector<Action> actions) : actions_(std::move(actions)) {
+    for (size_t i = 0; i < actions_.size(); i++) threads_.emplace_back([this, i] { run(i); });
+  }
+  ~Helpers() {
+    quit_ = true;
+    go_ = ~0u;
+    go_.notify_all();
+    for (auto &t : threads_) t.join();
+  }
+  // Runs every action once for `round` (thread i spins phase[i] loops first); returns when all
+  // have returned.
+  void round(uint32_t r, const std::vector<unsigned> &phase) {
+    for (size_t i = 0; i < actions_.size() && i < 4; i++) phase_[i] = phase[i];
+    acked_ = 0;
+    go_ = r;
+    go_.notify_all();
+    wait_until([&] { return acked_.load() == actions_.size(); }, 60);
+  }
+
+ private:
+  void run(size_t i) {
+    for (uint32_t seen = 0; !quit_;) {
+      go_.wait(seen);  // (a futex: idle helpers leave the CPUs to the readers)
+      if (quit_) return;
+      const uint32_t r = go_.load();
+      if (r == seen) continue;
+      seen = r;
+      for (unsigned k = 0, n = phase_[i].load(); k < n; k++) asm volatile("" ::: "memory");
+      actions_[i](r);
+      acked_++;
+    }
+  }
+  std::vector<Action> actions_;
+  std::atomic<unsigned> phase_[4]{};
+  std::atomic<bool> quit_{false};
+  std::atomic<uint32_t> go_{0};
+  std::atomic<size_t> acked_{0};
+  std::vector<std::thread> threads_;
+};
+
+void report_rounds(Ctl *c, uint32_t rounds, const char *what) {
+  printf("  %s: %u rounds, %llu sweeps, %llu good reads, %llu SIGBUS, %llu bad reads in %d "
          "rounds\n",
          what, rounds, (unsigned long long)c->sweeps.load(),
          (unsigned long long)c->good_reads.load(), (unsigned long long)c->sigbus_reads.load(),
-         (unsigned long long)c->bad_reads.load(), popcount(c->bad_rounds.load()));
-  EXPECT_EQ(c->bad_rounds.load(), 0u)
-      << popcount(c->bad_rounds.load()) << " of " << rounds << " rounds read pages the exporter "
-      << "no longer mapped (" << c->bad_reads << " reads); first: " << c->first_bad;
+         (unsigned long long)c->bad_reads.load(), c->bad_rounds());
+  EXPECT_EQ(c->bad_rounds(), 0) << c->bad_rounds() << " of " << rounds
+                                << " rounds read pages the exporter no longer mapped ("
+                                << c->bad_reads << " reads); first: " << c->first_bad;
 }
 
-// Two exporter threads MADV_DONTNEED the same range at once, `rounds` times, while two reader
-// threads of the importer sweep the window.
+// How long each Defect3 test races (TCG seconds), and its round limit.
+constexpr double kRaceSeconds = 8;
+// Files the importer maps the block through (3 windows each), and reader threads.
+constexpr int kImporterFds = 2;
+constexpr int kReaders = 2;
+
+// Two exporter threads MADV_DONTNEED the same range at once, round after round (with a varying
+// phase between them), while three reader threads of the importer sweep the window.
 TEST_F(Defect3, TwoExporterThreadsDontneedTheSameRange) {
   in_child(120, [] {
-    constexpr int kRounds = 40;
     Ctl *c = shared_new<Ctl>();
     const uint16_t mg = magic_for(31);
+    const uint64_t seed = 0x3a;
+    printf("  seed %llu\n", (unsigned long long)seed);
     const pid_t exporter = fork();
     ASSERT_GE(exporter, 0);
     if (exporter == 0) {
       alarm(110);
+      Rng rng(seed);
       const int fd = open_dev();
       char *buf = map_aligned(kBlock, 2 * kMiB);
       if (fd < 0 || !buf || set_slot_size(fd, kBlock)) _exit(10);
@@ -614,107 +715,79 @@ TEST_F(Defect3, TwoExporterThreadsDontneedTheSameRange) {
       shaddr_translate t;
       if (translate(fd, buf, kBlock, kRW, &t)) _exit(11);
       c->handle = t.handle;
-      Go go;
-      std::atomic<bool> quit{false};
-      std::vector<std::thread> th;
-      for (int i = 0; i < 2; i++)
-        th.emplace_back([&] {
-          for (uint32_t seen = 0; !quit;) {
-            const uint32_t r = go.go.load();
-            if (r == seen) {
-              sched_yield();
-              continue;
-            }
-            seen = r;
-            if (madvise(buf, kBlock, MADV_DONTNEED)) c->exporter_error = errno;
-            go.acked++;
-          }
-        });
-      for (uint32_t r = 1; r <= kRounds && !c->stop; r++) {
+      auto dontneed = [&](uint32_t) {
+        if (madvise(buf, kBlock, MADV_DONTNEED)) c->exporter_error = errno;
+      };
+      Helpers helpers({dontneed, dontneed});
+      const double end = now_s() + kRaceSeconds;
+      uint32_t r = 1;
+      for (; r < Ctl::kMaxRounds && now_s() < end && !c->stop; r++) {
         // Let the importer fault every page back in, so that there is something to zap.
         const uint64_t sw = c->sweeps.load();
         wait_until([&] { return c->sweeps.load() >= sw + 2 || c->stop; }, 20);
         c->round = r;
         c->started = r + 1;
-        go.run(2, r);
+        const unsigned lag = static_cast<unsigned>(rng.below(4) * rng.below(2000));
+        helpers.round(r, rng.chance(50) ? std::vector<unsigned>{0, lag}
+                                        : std::vector<unsigned>{lag, 0});
         write_tags(buf, kBlockPages, mg, r + 1);
         c->done = r + 1;
       }
-      quit = true;
-      for (auto &x : th) x.join();
-      c->finished_round = kRounds;
+      c->rounds_run = r - 1;
       wait_until([&] { return c->stop.load() != 0; }, 60);
       _exit(0);
     }
-    const int fd = open_dev();
-    ASSERT_GE(fd, 0);
     ASSERT_TRUE(wait_until([&] { return c->handle.load() != 0; }, 20));
-    shaddr_map m;
-    ASSERT_EQ(map(fd, c->handle, 0, kRW, &m), 0);
+    ManyWindows wins(kImporterFds);
+    ASSERT_EQ(wins.map_all(c->handle), 0);
     {
-      Readers readers(c, mg, 2, [c](uint32_t) { return false; });
-      readers.set(reinterpret_cast<char *>(m.addr), 0);
-      EXPECT_TRUE(wait_until([&] { return c->finished_round.load() == kRounds; }, 100))
+      Readers readers(c, mg, kReaders, [](uint32_t) { return false; });
+      readers.set(wins.addrs(), 0);
+      EXPECT_TRUE(wait_until([&] { return c->rounds_run.load() != 0; }, 100))
           << "the exporter did not finish its rounds";
-      readers.set(nullptr, 0);
+      readers.set({}, 0);
     }
-    EXPECT_EQ(unmap_addr(fd, m.addr), 0);
+    EXPECT_EQ(wins.unmap_all(), 0);
     c->stop = 1;
     int status = 0;
     EXPECT_TRUE(wait_child(exporter, 20, &status) && exited_ok(status))
         << "exporter " << describe_status(status);
     EXPECT_EQ(c->exporter_error.load(), 0) << strerror(c->exporter_error.load());
-    report_rounds(c, kRounds, "two threads' MADV_DONTNEED");
-    close(fd);
+    EXPECT_GE(c->rounds_run.load(), 20u) << "too few rounds to mean anything";
+    report_rounds(c, c->rounds_run, "two threads' MADV_DONTNEED");
   });
 }
 
-// One exporter thread REVOKEs the handle while another MADV_DONTNEEDs the block, `rounds` times
-// with a fresh handle each; the importer's readers must never read a freed page, and nothing
-// at all once REVOKE has returned.
+// One exporter thread REVOKEs the handle while another MADV_DONTNEEDs the block, round after
+// round with a fresh handle each; the importer's readers must never read a freed page, and
+// nothing at all once REVOKE has returned.
 TEST_F(Defect3, RevokeRacingDontneed) {
   in_child(120, [] {
-    constexpr int kRounds = 32;
     Ctl *c = shared_new<Ctl>();
     const uint16_t mg = magic_for(32);
+    const uint64_t seed = 0x3b;
+    printf("  seed %llu\n", (unsigned long long)seed);
     const pid_t exporter = fork();
     ASSERT_GE(exporter, 0);
     if (exporter == 0) {
       alarm(110);
+      Rng rng(seed);
       const int fd = open_dev();
       char *buf = map_aligned(kBlock, 2 * kMiB);
       if (fd < 0 || !buf || set_slot_size(fd, kBlock)) _exit(10);
       madvise(buf, kBlock, MADV_NOHUGEPAGE);
       write_tags(buf, kBlockPages, mg, 1);
       c->started = c->done = 1;
-      Go go;
-      std::atomic<bool> quit{false};
       std::atomic<uint64_t> handle{0};
-      std::thread dontneed([&] {
-        for (uint32_t seen = 0; !quit;) {
-          const uint32_t r = go.go.load();
-          if (r == seen) {
-            sched_yield();
-            continue;
-          }
-          seen = r;
-          if (madvise(buf, kBlock, MADV_DONTNEED)) c->exporter_error = errno;
-          go.acked++;
-        }
-      });
-      std::thread revoke([&] {
-        for (uint32_t seen = 0; !quit;) {
-          const uint32_t r = go.go.load();
-          if (r == seen) {
-            sched_yield();
-            continue;
-          }
-          seen = r;
-          if (seg_u64_cmd(fd, SHADDR_IOC_REVOKE, handle)) c->exporter_error = 1000;
-          go.acked++;
-        }
-      });
-      for (uint32_t r = 1; r <= kRounds && !c->stop; r++) {
+      Helpers helpers({[&](uint32_t) {
+                         if (madvise(buf, kBlock, MADV_DONTNEED)) c->exporter_error = errno;
+                       },
+                       [&](uint32_t) {
+                         if (seg_u64_cmd(fd, SHADDR_IOC_REVOKE, handle)) c->exporter_error = 1000;
+                       }});
+      const double end = now_s() + kRaceSeconds;
+      uint32_t r = 1;
+      for (; r < Ctl::kMaxRounds && now_s() < end && !c->stop; r++) {
         shaddr_translate t;
         if (translate(fd, buf, kBlock, kRW, &t)) {
           c->exporter_error = 1001;
@@ -725,43 +798,43 @@ TEST_F(Defect3, RevokeRacingDontneed) {
         c->round = r;
         if (!wait_until([&] { return c->mapped_round.load() == r || c->stop; }, 20)) break;
         c->started = r + 1;
-        go.run(2, r);
+        const unsigned lag = static_cast<unsigned>(rng.below(4) * rng.below(2000));
+        helpers.round(r, rng.chance(50) ? std::vector<unsigned>{0, lag}
+                                        : std::vector<unsigned>{lag, 0});
         c->withdrawn_round = r;
         write_tags(buf, kBlockPages, mg, r + 1);
         c->done = r + 1;
         if (!wait_until([&] { return c->finished_round.load() == r || c->stop; }, 20)) break;
       }
-      quit = true;
-      dontneed.join();
-      revoke.join();
+      c->rounds_run = r - 1;
+      c->round = ~0u;
       wait_until([&] { return c->stop.load() != 0; }, 60);
       _exit(0);
     }
-    const int fd = open_dev();
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(set_slot_size(fd, kBlock), 0);
-    int rounds_done = 0;
+    ManyWindows wins(kImporterFds / 2);  // (each round maps them anew)
+    uint32_t rounds_done = 0;
     {
-      Readers readers(c, mg, 2, [c](uint32_t round) { return c->withdrawn_round.load() >= round; });
-      for (uint32_t r = 1; r <= kRounds; r++) {
-        if (!wait_until([&] { return c->round.load() == r; }, 20)) {
+      Readers readers(c, mg, kReaders,
+                      [c](uint32_t round) { return c->withdrawn_round.load() >= round; });
+      for (uint32_t r = 1;; r++) {
+        if (!wait_until([&] { return c->round.load() >= r; }, 20)) {
           ADD_FAILURE() << "the exporter did not start round " << r;
           break;
         }
-        shaddr_map m;
-        const int rc = map(fd, c->handle, 0, kRW, &m);
+        if (c->round.load() == ~0u) break;
+        const int rc = wins.map_all(c->handle);
         EXPECT_EQ(rc, 0) << "MAP in round " << r << ": " << strerror(-rc);
         if (rc) break;
-        readers.set(reinterpret_cast<char *>(m.addr), r);
+        readers.set(wins.addrs(), r);  // (MAP populated them)
         const uint64_t sw = c->sweeps.load();
-        wait_until([&] { return c->sweeps.load() >= sw + 2; }, 20);
+        wait_until([&] { return c->sweeps.load() >= sw + 1; }, 20);
         c->mapped_round = r;
         // Keep reading through the race and a few sweeps after it.
         wait_until([&] { return c->done.load() == r + 1; }, 30);
         const uint64_t sw2 = c->sweeps.load();
-        wait_until([&] { return c->sweeps.load() >= sw2 + 2; }, 20);
-        readers.set(nullptr, r);
-        EXPECT_EQ(unmap_addr(fd, m.addr), 0);
+        wait_until([&] { return c->sweeps.load() >= sw2 + 1; }, 20);
+        readers.set({}, r);
+        EXPECT_EQ(wins.unmap_all(), 0);
         c->finished_round = r;
         rounds_done++;
       }
@@ -771,18 +844,18 @@ TEST_F(Defect3, RevokeRacingDontneed) {
     EXPECT_TRUE(wait_child(exporter, 20, &status) && exited_ok(status))
         << "exporter " << describe_status(status);
     EXPECT_EQ(c->exporter_error.load(), 0);
-    EXPECT_EQ(rounds_done, kRounds);
-    report_rounds(c, kRounds, "REVOKE racing MADV_DONTNEED");
-    close(fd);
+    EXPECT_EQ(rounds_done, c->rounds_run.load());
+    EXPECT_GE(rounds_done, 10u) << "too few rounds to mean anything";
+    report_rounds(c, rounds_done, "REVOKE racing MADV_DONTNEED");
   });
 }
 
-// An exporter exits while two importer processes loop MAP / read / write / UNMAP on its
-// handle; `rounds` exporters in turn. Reads must be the exporter's data or SIGBUS, SIGBUS only
-// once it was reaped, and the importers' writes must never land in freed pages.
+// An exporter exits (in odd rounds while a thread of it loops MADV_DONTNEED) while two importer
+// processes loop MAP / read / write / UNMAP on its handle; one exporter per round. Reads must be
+// the exporter's data or SIGBUS, SIGBUS only once it was reaped, and the importers' writes must
+// never land in freed pages.
 TEST_F(Defect3, ExporterExitUnderTwoImporters) {
   in_child(150, [] {
-    constexpr int kRounds = 16;
     Ctl *c = shared_new<Ctl>();
     const uint64_t seed = 0x21;
     printf("  seed %llu\n", (unsigned long long)seed);
@@ -793,39 +866,58 @@ TEST_F(Defect3, ExporterExitUnderTwoImporters) {
       ASSERT_GE(importers[i], 0);
       if (importers[i] == 0) {
         alarm(140);
-        const int fd = open_dev();
-        if (fd < 0 || set_slot_size(fd, kBlock)) _exit(10);
-        uint32_t acked = 0;
-        while (!c->stop) {
+        // A mapper thread loops MAP/UNMAP of three windows (its populate holds the exporter's
+        // mm, so the exporter's exit may leave the teardown to it); the main thread maps three
+        // windows per round and sweeps them until it has seen the exporter reaped.
+        std::atomic<uint32_t> mapper_done{0};
+        std::thread mapper([&] {
+          ManyWindows wins(1);
+          for (uint32_t done = 0; !c->stop;) {
+            const uint32_t r = c->round.load();
+            if (r == done || r == 0) {
+              sleep_ms(0.1);
+              continue;
+            }
+            const bool exited_before = c->exited_round.load() >= r;
+            const int rc = wins.map_all(c->handle.load());
+            if (rc == 0) c->maps[i]++;
+            if (rc == 0 && exited_before)
+              c->violation(r, "MAP succeeded after the exporter was reaped");
+            if (rc && rc != -ENOENT) c->violation(r, "MAP: " + std::string(strerror(-rc)));
+            if (wins.unmap_all()) c->violation(r, "UNMAP failed");
+            if (rc == -ENOENT && exited_before) mapper_done = done = r;
+          }
+        });
+        ManyWindows wins(1);
+        for (uint32_t acked = 0; !c->stop;) {
           const uint32_t r = c->round.load();
           if (r == acked || r == 0) {
-            sched_yield();
+            sleep_ms(0.1);
             continue;
           }
-          const uint64_t h = c->handle.load();
           const uint16_t mg = magic_for(100 + r);
-          const bool exited_before = c->exited_round.load() >= r;
-          shaddr_map m;
-          const int rc = map(fd, h, 0, kRW, &m);
-          if (rc == -ENOENT) {
-            if (exited_before || c->exited_round.load() >= r) c->acked[i] = acked = r;
-            continue;
+          auto exited = [&] { return c->exited_round.load() >= r; };
+          const int rc = wins.map_all(c->handle.load());
+          if (rc && rc != -ENOENT) c->violation(r, "MAP: " + std::string(strerror(-rc)));
+          if (rc == 0) {
+            // Until one whole sweep began after the exporter was reaped.
+            for (bool last = false; !last && !c->stop;) {
+              last = exited();
+              for (char *w : wins.addrs()) judge_sweep(c, w, mg, r, true, exited);
+            }
           }
-          if (rc) {
-            c->violation(r, "MAP: " + std::string(strerror(-rc)));
-            c->acked[i] = acked = r;
-            continue;
-          }
-          if (exited_before) c->violation(r, "MAP succeeded after the exporter was reaped");
-          c->maps[i]++;
-          judge_sweep(c, reinterpret_cast<char *>(m.addr), mg, r, true,
-                      [&] { return c->exited_round.load() >= r; });
-          if (unmap_addr(fd, m.addr)) c->violation(r, "UNMAP failed");
+          if (wins.unmap_all()) c->violation(r, "UNMAP failed");
+          if (!wait_until([&] { return exited() || c->stop; }, 30)) break;
+          wait_until([&] { return mapper_done.load() == r || c->stop; }, 30);
+          c->acked[i] = acked = r;
         }
+        mapper.join();
         _exit(0);
       }
     }
-    for (uint32_t r = 1; r <= kRounds; r++) {
+    const double end = now_s() + kRaceSeconds;
+    uint32_t r = 1;
+    for (; r < Ctl::kMaxRounds && now_s() < end; r++) {
       const uint16_t mg = magic_for(100 + r);
       c->handle = 0;
       const pid_t exporter = fork();
@@ -835,19 +927,27 @@ TEST_F(Defect3, ExporterExitUnderTwoImporters) {
         const int fd = open_dev();
         char *buf = map_aligned(kBlock, 2 * kMiB);
         if (fd < 0 || !buf || set_slot_size(fd, kBlock)) _exit(10);
+        if (r % 4 < 2) madvise(buf, kBlock, MADV_NOHUGEPAGE);
         write_tags(buf, kBlockPages, mg, 1);
         shaddr_translate t;
         if (translate(fd, buf, kBlock, kRW, &t)) _exit(11);
         c->handle = t.handle;
         wait_until([&] { return c->mapped_round.load() == r; }, 30);
+        if (r % 2)
+          std::thread([&] {
+            for (;;) madvise(buf, kBlock, MADV_DONTNEED);
+          }).detach();
         _exit(0);  // with the handle mapped by the importers, and the file open
       }
       ASSERT_TRUE(wait_until([&] { return c->handle.load() != 0; }, 20));
-      c->started = c->done = 1;
+      c->started = 1;
+      c->done = 1;
+      // Odd rounds: the exporter's DONTNEED thread zeroes its pages while it exits.
+      if (r % 2) c->started = 2;
       c->round = r;
       const uint64_t m0 = c->maps[0], m1 = c->maps[1];
       wait_until([&] { return c->maps[0] > m0 && c->maps[1] > m1; }, 20);
-      sleep_ms(static_cast<double>(rng.below(20)));
+      sleep_ms(static_cast<double>(rng.below(10)));
       c->mapped_round = r;  // the exporter exits now
       int status = 0;
       EXPECT_TRUE(wait_child(exporter, 30, &status) && exited_ok(status))
@@ -855,6 +955,7 @@ TEST_F(Defect3, ExporterExitUnderTwoImporters) {
       c->exited_round = r;
       EXPECT_TRUE(wait_until([&] { return c->acked[0] == r && c->acked[1] == r; }, 30))
           << "an importer did not see the handle of round " << r << " go";
+      if (::testing::Test::HasFailure()) break;
     }
     c->stop = 1;
     for (pid_t p : importers) {
@@ -864,7 +965,8 @@ TEST_F(Defect3, ExporterExitUnderTwoImporters) {
     }
     printf("  maps %llu + %llu\n", (unsigned long long)c->maps[0].load(),
            (unsigned long long)c->maps[1].load());
-    report_rounds(c, kRounds, "exporter exit under two importers");
+    EXPECT_GE(r - 1, 10u) << "too few rounds to mean anything";
+    report_rounds(c, r - 1, "exporter exit under two importers");
   });
 }
 
