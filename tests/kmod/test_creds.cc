@@ -907,10 +907,14 @@ std::string file_changed(const std::string &path) {
     ssize_t n = pread(fd, data.data(), data.size(), 0);
     close(fd);
     if (n != static_cast<ssize_t>(kMiB)) return "size now " + std::to_string(n);
-    for (size_t i = 0; i < kMiB; i++)
-      if (data[i] != 'Q')
-        return "byte " + std::to_string(i) + " is now 0x" + std::to_string(data[i] & 0xff) +
-               (round ? " (after dropping caches)" : "");
+    for (size_t i = 0; i < kMiB; i++) {
+      if (data[i] != 'Q') {
+        char what[96];
+        snprintf(what, sizeof(what), "byte %zu is now 0x%02x%s", i, data[i] & 0xff,
+                 round ? " (after dropping caches)" : "");
+        return what;
+      }
+    }
   }
   return "";
 }
@@ -921,6 +925,8 @@ struct RoCase {
   bool mprotect_rw;
   const char *name;
 };
+
+void PrintTo(const RoCase &c, std::ostream *os) { *os << c.name; }
 
 class ReadOnlyFile : public Creds, public ::testing::WithParamInterface<RoCase> {};
 
