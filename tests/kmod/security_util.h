@@ -569,12 +569,12 @@ struct ExportInfo {
 struct HelperReport {
   int32_t err;
   int32_t ruid, euid, suid;
+  int32_t rgid, egid, sgid;
   int32_t dumpable;
   int32_t old_translate;  // TRANSLATE on the pre-exec file
   int32_t old_query;      // QUERY on the pre-exec file
   int32_t old_query_leak; // 1 if that QUERY showed any slot of the old image
   int32_t secret_at_old_addr;
-  int32_t pad;
   uint64_t handle, segid;
 };
 

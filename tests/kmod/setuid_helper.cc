@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Helper of test_creds.cc, exec'd by an exporter in the middle of a test:
 //   shaddr_setuid_helper setuid-exporter CHFD OLDFD ADDR DROP
-//     run setuid root (installed 04755 root:root by the test): reports its ids, what the device
+//     run setuid or setgid root (installed 04755 or 02755 root:root by the test): reports its
+//     ids, what the device
 //     file opened before the exec answers, maps a secret buffer at the old buffer's address ADDR
 //     (hex), optionally drops every id back to the real uid (DROP=1; the process stays
 //     non-dumpable), exports the secret (TRANSLATE, MAKE mode 0666) and reports.
@@ -41,6 +42,11 @@ int setuid_exporter(int ch, int oldfd, uintptr_t addr, bool drop) {
   rep.ruid = r;
   rep.euid = e;
   rep.suid = s;
+  gid_t rg, eg, sg;
+  getresgid(&rg, &eg, &sg);
+  rep.rgid = rg;
+  rep.egid = eg;
+  rep.sgid = sg;
   rep.dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 
   // The secret, at the address where the exporter's buffer was before the exec.
@@ -61,9 +67,9 @@ int setuid_exporter(int ch, int oldfd, uintptr_t addr, bool drop) {
     for (const auto &slot : q.slots)
       if (slot.handle || slot.addr || slot.peer) rep.old_query_leak = 1;
 
-  if (drop) {
-    gid_t rg = getgid();
-    if (setgroups(0, nullptr) || setresgid(rg, rg, rg) || setresuid(r, r, r)) return 4;
+  if (drop) {  // every id back to the real ones (setgroups only where allowed: setuid root)
+    if (geteuid() == 0 && setgroups(0, nullptr)) return 4;
+    if (setresgid(rg, rg, rg) || setresuid(r, r, r)) return 4;
   }
   int fd = open_dev(O_RDWR | O_CLOEXEC);
   if (fd < 0) return 5;

@@ -41,6 +41,7 @@ const Ids kRootIds = user_ids(0, 0);
 
 std::string g_helper;       // shaddr_setuid_helper, 0755, in a temp dir every user can reach
 std::string g_suid_helper;  // the same, 04755 root:root, on a file system without nosuid
+std::string g_sgid_helper;  // the same, 02755 root:root
 std::string g_helper_dir;
 
 // ---- Actors -------------------------------------------------------------------------------
@@ -159,6 +160,7 @@ struct ExporterSpec {
   bool dev_inheritable = false;  // the device fd survives exec (setuid test)
   bool exec_ns_helper = false;   // exec the helper's ns-exporter inside the user namespace
   bool ns_helper_nondumpable = false;
+  bool secret_mem = false;  // the buffer is memfd_secret() memory
 };
 
 // Commands: 'q' quit; 'd'/'D' non-dumpable/dumpable; 'c' + u64 offset: the byte there (or
@@ -166,13 +168,13 @@ struct ExporterSpec {
 // forked child checks the inherited fd and sends a ForeignFdReport; 'p': send the device fd;
 // 'M': map the own handle (reply: address or -errno); 'A': GET+ATTACH the own first segment
 // (reply: address or -errno); 'S': the OwnerState; 'Q': QUERY's nr_mapped (or -errno).
+// ('x' is followed by two i32: drop back to the real ids, use the setgid copy.)
 int exporter_main(Channel &ch, const ExporterSpec &s) {
   ExportInfo info{};
   info.pid = getpid();
   if (int r = s.who.apply()) {
     info.err = 10 + r;
-    ch.send(info);
-    return 3;
+    return ch.send(info) ? 0 : 3;
   }
   if (s.exec_ns_helper) {
     if (fcntl(ch.fd(), F_SETFD, 0)) return 4;
@@ -186,6 +188,17 @@ int exporter_main(Channel &ch, const ExporterSpec &s) {
   int fd = open_dev(O_RDWR | (s.dev_inheritable ? 0 : O_CLOEXEC));
   char *buf = aligned_map(kMiB, kMiB, s.fill);
   if (fd < 0 || !buf || set_slot_size(fd, kMiB)) info.err = 30;
+  if (!info.err && s.secret_mem) {
+    int sfd = static_cast<int>(syscall(447 /* memfd_secret */, 0));
+    if (sfd < 0 || ftruncate(sfd, kMiB) ||
+        mmap(buf, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, sfd, 0) != buf) {
+      info.translate_rw = -errno;
+      info.err = 35;
+    } else {
+      memset(buf, s.fill, kMiB);
+    }
+    if (sfd >= 0) close(sfd);
+  }
   if (!info.err && s.file) {
     int ffd = open(s.file, O_RDONLY | O_CLOEXEC);
     if (ffd < 0 || mmap(buf, kMiB, PROT_READ, s.file_map | MAP_FIXED, ffd, 0) != buf) info.err = 31;
@@ -203,7 +216,8 @@ int exporter_main(Channel &ch, const ExporterSpec &s) {
     info.addr = reinterpret_cast<uint64_t>(buf);
     info.size = kMiB;
   }
-  if (!ch.send(info) || info.err) return 6;
+  if (!ch.send(info)) return 6;
+  if (info.err) return 0;  // reported: the test decides
 
   OwnerState own{info.handle, info.segids[0], 0, 0, 0, info.addr};
   for (;;) {
@@ -223,13 +237,15 @@ int exporter_main(Channel &ch, const ExporterSpec &s) {
         break;
       }
       case 'x': {
-        int32_t drop = 0;
+        int32_t drop = 0, setgid_helper = 0;
         ch.recv(&drop);
+        ch.recv(&setgid_helper);
+        const std::string &helper = setgid_helper ? g_sgid_helper : g_suid_helper;
         if (fcntl(ch.fd(), F_SETFD, 0)) return 7;
         std::string chfd = std::to_string(ch.fd()), devfd = std::to_string(fd);
         char addr[32];
         snprintf(addr, sizeof(addr), "%llx", static_cast<unsigned long long>(info.addr));
-        execl(g_suid_helper.c_str(), g_suid_helper.c_str(), "setuid-exporter", chfd.c_str(),
+        execl(helper.c_str(), helper.c_str(), "setuid-exporter", chfd.c_str(),
               devfd.c_str(), addr, drop ? "1" : "0", static_cast<char *>(nullptr));
         HelperReport rep{};
         rep.err = 1000 + errno;
@@ -636,7 +652,7 @@ TEST_F(Creds, GrantsMadeBeforeTheExporterTurnedNonDumpableStay) {
 
 // ---- setuid exec ----------------------------------------------------------------------------------
 
-void setuid_exec_case(bool drop) {
+void setuid_exec_case(bool drop, bool setgid_helper = false) {
   ASSERT_FALSE(g_suid_helper.empty()) << "no setuid copy of the helper (see the log above)";
   ExporterSpec spec{as_user(kA, kGA), {0666}};
   spec.dev_inheritable = true;
@@ -655,11 +671,18 @@ void setuid_exec_case(bool drop) {
   // The exporter execs the setuid-root helper, which maps a secret where the buffer was.
   ASSERT_TRUE(e.ch().send('x'));
   ASSERT_TRUE(e.ch().send(int32_t{drop}));
+  ASSERT_TRUE(e.ch().send(int32_t{setgid_helper}));
   HelperReport rep{};
   ASSERT_TRUE(e.ch().recv(&rep, kReplyMs)) << "no report from the setuid helper";
   ASSERT_EQ(rep.err, 0) << "helper failed (1000+errno: exec failed)";
-  ASSERT_EQ(rep.euid, 0) << "the helper did not run setuid root: nosuid mount?";
+  if (setgid_helper) {
+    ASSERT_EQ(rep.egid, 0) << "the helper did not run setgid root: nosuid mount?";
+    EXPECT_EQ(rep.euid, static_cast<int32_t>(kA));
+  } else {
+    ASSERT_EQ(rep.euid, 0) << "the helper did not run setuid root: nosuid mount?";
+  }
   EXPECT_EQ(rep.ruid, static_cast<int32_t>(kA));
+  EXPECT_EQ(rep.rgid, static_cast<int32_t>(kGA));
   EXPECT_EQ(rep.dumpable, 0) << "a setuid exec leaves the process non-dumpable";
   EXPECT_EQ(rep.old_translate, -EBADFD) << "the pre-exec file must not export the new image";
   EXPECT_EQ(rep.old_query, -EBADFD) << "contract item 5: the pre-exec file is foreign now";
@@ -704,6 +727,41 @@ TEST_F(Creds, SetuidExecOfTheExporterEndsItsWindowsAndRefusesItsUser) {
 }
 
 TEST_F(Creds, SetuidExecThenDroppingBackToTheUserStaysRefused) { setuid_exec_case(true); }
+
+TEST_F(Creds, SetgidExecOfTheExporterEndsItsWindowsAndRefusesItsUser) {
+  setuid_exec_case(false, true);
+}
+
+TEST_F(Creds, SetgidExecThenDroppingBackToTheUserStaysRefused) { setuid_exec_case(true, true); }
+
+// Secret memory (memfd_secret) is not even in the kernel's direct map: no importer, root
+// included, ever sees it (MAP/GET may succeed; every access is SIGBUS).
+TEST_F(Creds, SecretMemoryIsNeverMapped) {
+  ExporterSpec spec{as_user(kA, kGA), {0666}};
+  spec.secret_mem = true;
+  Exporter e(spec);
+  if (e.info().err == 35 && e.info().translate_rw == -ENOSYS)
+    GTEST_SKIP() << "memfd_secret() is not enabled in this kernel (secretmem.enable=1)";
+  ASSERT_TRUE(e.ok()) << e.info().err << " " << e.info().translate_rw;
+  ASSERT_EQ(e.byte_at(0), kFill);
+  for (const Identity &who : {as_user(kA, kGA), as_root()}) {
+    SCOPED_TRACE(who.ids.ruid ? "user A" : "root");
+    Importer imp(who);
+    ASSERT_EQ(imp.setup(), 0);
+    if (imp.map(e.info().handle, kRO) == 0) {
+      EXPECT_EQ(imp.first_byte(kWindow), -SIGBUS);
+    }
+    imp.drop_all();
+    if (imp.map(e.info().handle, kRW) == 0) {
+      EXPECT_EQ(imp.first_byte(kWindow), -SIGBUS);
+    }
+    imp.drop_all();
+    if (imp.get(e.info().segids[0], SHADDR_SEG_RDWR) == 0 && imp.attach() == 0) {
+      EXPECT_EQ(imp.first_byte(kAttachment), -SIGBUS);
+    }
+    imp.drop_all();
+  }
+}
 
 // ---- User namespaces --------------------------------------------------------------------------------
 
@@ -1026,6 +1084,7 @@ TEST_F(Creds, AReadOnlyDeviceFdAnswersVersionAndRefusesTheRest) {
     SCOPED_TRACE(who.ids.ruid ? "user A" : "root");
     struct Report {
       int32_t open, version, translate, map, make, get, attach;
+      int32_t revoke, unmap, set_slot, remove, release, detach;
     };
     Actor t([&](Channel &ch) {
       Report r{};
@@ -1042,6 +1101,12 @@ TEST_F(Creds, AReadOnlyDeviceFdAnswersVersionAndRefusesTheRest) {
       r.make = seg_make(fd, buf, kMiB, 0600, &id);
       r.get = seg_get(fd, e.info().segids[0], SHADDR_SEG_RDONLY, &id);
       r.attach = seg_attach(fd, 1, 0, kPage, &w);
+      r.revoke = u64_cmd(fd, SHADDR_IOC_REVOKE, e.info().handle);
+      r.unmap = unmap_window(fd, buf);
+      r.set_slot = set_slot_size(fd, kMiB);
+      r.remove = u64_cmd(fd, SHADDR_IOC_REMOVE, e.info().segids[0]);
+      r.release = u64_cmd(fd, SHADDR_IOC_RELEASE, 1);
+      r.detach = seg_detach(fd, buf);
       return ch.send(r) ? 0 : 4;
     });
     Report r{};
@@ -1054,6 +1119,13 @@ TEST_F(Creds, AReadOnlyDeviceFdAnswersVersionAndRefusesTheRest) {
     EXPECT_EQ(r.make, -EBADF);
     EXPECT_EQ(r.get, -EBADF);
     EXPECT_EQ(r.attach, -EBADF);
+    // README: every command that changes state needs a descriptor open for writing.
+    EXPECT_EQ(r.revoke, -EBADF) << "README: state-changing commands need a writable fd";
+    EXPECT_EQ(r.unmap, -EBADF) << "README: state-changing commands need a writable fd";
+    EXPECT_EQ(r.set_slot, -EBADF) << "README: state-changing commands need a writable fd";
+    EXPECT_EQ(r.remove, -EBADF) << "README: state-changing commands need a writable fd";
+    EXPECT_EQ(r.release, -EBADF) << "README: state-changing commands need a writable fd";
+    EXPECT_EQ(r.detach, -EBADF) << "README: state-changing commands need a writable fd";
   }
 }
 
@@ -1090,17 +1162,19 @@ void install_helpers() {
     std::string dir = std::string(base) + "/shaddr-credsXXXXXX";
     if (!mkdtemp(dir.data()) || chmod(dir.c_str(), 0755)) continue;
     bool ok = true;
-    for (const char *name : {"/helper", "/helper-suid"}) {
+    for (const auto &[name, mode] : {std::pair{"/helper", 0755}, std::pair{"/helper-suid", 04755},
+                                      std::pair{"/helper-sgid", 02755}}) {
       std::string path = dir + name;
       int out = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0700);
       ok = ok && out >= 0 && write(out, data.data(), data.size()) == static_cast<ssize_t>(data.size());
-      ok = ok && fchown(out, 0, 0) == 0 && fchmod(out, strcmp(name, "/helper") ? 04755 : 0755) == 0;
+      ok = ok && fchown(out, 0, 0) == 0 && fchmod(out, mode) == 0;
       if (out >= 0) close(out);
     }
     if (!ok) continue;
     g_helper_dir = dir;
     g_helper = dir + "/helper";
     g_suid_helper = dir + "/helper-suid";
+    g_sgid_helper = dir + "/helper-sgid";
     return;
   }
   fprintf(stderr, "test_creds: no writable file system without nosuid for the setuid helper\n");
@@ -1110,6 +1184,7 @@ void remove_helpers() {
   if (g_helper_dir.empty()) return;
   unlink(g_helper.c_str());
   unlink(g_suid_helper.c_str());
+  unlink(g_sgid_helper.c_str());
   rmdir(g_helper_dir.c_str());
 }
 
