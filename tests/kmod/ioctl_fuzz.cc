@@ -1284,36 +1284,37 @@ int list_children(pid_t *out, int max) {
   return n;
 }
 
-// For a report on processes that do not die: every thread of every other process running this
-// program, with its state, wait channel and kernel stack.
+// For a report on processes that do not die: every thread of every other process with this
+// program's name (a process stuck in exit has no /proc/PID/exe any more), with its state, wait
+// channel and kernel stack.
 void dump_stuck() {
-  char self[PATH_MAX] = "";
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return;
-  self[n] = 0;
+  auto slurp = [](const char *path, char *buf, size_t len) -> ssize_t {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t r = read(fd, buf, len - 1);
+    close(fd);
+    buf[r > 0 ? r : 0] = 0;
+    return r;
+  };
+  char self[64];
+  if (slurp("/proc/self/comm", self, sizeof(self)) <= 0) return;
   DIR *proc = opendir("/proc");
   if (!proc) return;
   for (dirent *d; (d = readdir(proc));) {
     const pid_t pid = atoi(d->d_name);
     if (pid <= 0 || pid == getpid()) continue;
-    char path[PATH_MAX], exe[PATH_MAX];
-    snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-    n = readlink(path, exe, sizeof(exe) - 1);
-    if (n <= 0) continue;
-    exe[n] = 0;
-    if (strcmp(exe, self)) continue;
+    char path[PATH_MAX], comm[64];
+    snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+    if (slurp(path, comm, sizeof(comm)) <= 0 || strcmp(comm, self)) continue;
     snprintf(path, sizeof(path), "/proc/%d/task", pid);
     DIR *tasks = opendir(path);
     for (dirent *t; tasks && (t = readdir(tasks));) {
       if (t->d_name[0] == '.') continue;
       for (const char *what : {"stat", "wchan", "stack"}) {
-        snprintf(path, sizeof(path), "/proc/%d/task/%s/%s", pid, t->d_name, what);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
         char buf[4096];
-        ssize_t r = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        buf[r > 0 ? r : 0] = 0;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/%s", pid, t->d_name, what);
+        ssize_t r = slurp(path, buf, sizeof(buf));
+        if (r < 0) continue;
         printf("fuzz: stuck pid %d task %s %s: %s%s", pid, t->d_name, what, buf,
                r > 0 && buf[r - 1] == '\n' ? "" : "\n");
       }
