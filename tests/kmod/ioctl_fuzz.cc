@@ -124,6 +124,9 @@ constexpr int kErrSlots = 136;  // errno values below this are counted one by on
 struct IdEntry {
   std::atomic<uint32_t> seq;
   uint32_t pad;
+  std::atomic<uint64_t> id, base, size, unit;  // stored with release, loaded with acquire
+};
+struct IdValue {
   uint64_t id, base, size, unit;
 };
 enum IdKind { kHandles, kSegids, kApids };
@@ -345,25 +348,25 @@ void publish(IdKind k, uint64_t id, uint64_t base, uint64_t size, uint64_t unit)
   IdEntry &e = S->ids[k][rnd(kIdSlots)];
   uint32_t s = e.seq.load();
   if ((s & 1) || !e.seq.compare_exchange_strong(s, s + 1)) return;  // someone else is writing it
-  e.id = id;
-  e.base = base;
-  e.size = size;
-  e.unit = unit;
+  e.id.store(id, std::memory_order_release);
+  e.base.store(base, std::memory_order_release);
+  e.size.store(size, std::memory_order_release);
+  e.unit.store(unit, std::memory_order_release);
   e.seq.store(s + 2, std::memory_order_release);
 }
 
 // A published id (mostly), or a random one; false if only random was available.
-bool pick_id(IdKind k, IdEntry *out) {
+bool pick_id(IdKind k, IdValue *out) {
   if (!chance(10)) {
     for (int tries = 0; tries < 4; tries++) {
       IdEntry &e = S->ids[k][rnd(kIdSlots)];
       uint32_t s1 = e.seq.load(std::memory_order_acquire);
       if (s1 & 1 || s1 == 0) continue;
-      out->id = e.id;
-      out->base = e.base;
-      out->size = e.size;
-      out->unit = e.unit;
-      std::atomic_thread_fence(std::memory_order_acquire);
+      // Acquire loads: the second load of seq cannot move before them.
+      out->id = e.id.load(std::memory_order_acquire);
+      out->base = e.base.load(std::memory_order_acquire);
+      out->size = e.size.load(std::memory_order_acquire);
+      out->unit = e.unit.load(std::memory_order_acquire);
       if (e.seq.load(std::memory_order_relaxed) == s1) return true;
     }
   }
@@ -502,7 +505,7 @@ void op_translate() {
 
 void op_revoke() {
   DupFd f;
-  IdEntry e;
+  IdValue e;
   pick_id(kHandles, &e);
   uint64_t h = e.id;
   note(k_revoke, xioctl(f.fd, SHADDR_IOC_REVOKE, in_ptr(&h, sizeof(h))));
@@ -510,7 +513,7 @@ void op_revoke() {
 
 void op_map() {
   DupFd f;
-  IdEntry e;
+  IdValue e;
   shaddr_map m{};
   bool known = pick_id(kHandles, &e);
   m.handle = e.id;
@@ -587,7 +590,7 @@ void op_make() {
 
 void op_remove() {
   DupFd f;
-  IdEntry e;
+  IdValue e;
   pick_id(kSegids, &e);
   uint64_t id = e.id;
   note(k_remove, xioctl(f.fd, SHADDR_IOC_REMOVE, in_ptr(&id, sizeof(id))));
@@ -595,7 +598,7 @@ void op_remove() {
 
 void op_get() {
   DupFd f;
-  IdEntry e;
+  IdValue e;
   pick_id(kSegids, &e);
   shaddr_get g{};
   g.segid = e.id;
@@ -609,7 +612,7 @@ void op_get() {
 
 void op_release() {
   DupFd f;
-  IdEntry e;
+  IdValue e;
   pick_id(kApids, &e);
   uint64_t id = e.id;
   note(k_release, xioctl(f.fd, SHADDR_IOC_RELEASE, in_ptr(&id, sizeof(id))));
@@ -619,7 +622,7 @@ void op_release() {
 void do_attach(bool chain) {
   DupFd f;
   shaddr_attach a{};
-  IdEntry e;
+  IdValue e;
   bool known = pick_id(kApids, &e);
   a.apid = e.id;
   if (chain) {
