@@ -3,11 +3,13 @@ SHELL := /bin/bash
 TOP := $(CURDIR)
 BUILD := $(TOP)/build
 
-# Kernels to build shaddr.ko for: KDIR=<kernel build dir>, else every installed kernel's headers.
-KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build))
+# Kernels to build shaddr.ko for: KDIR=<kernel build dir>, else every installed kernel's headers
+# and the debug kernel's tree (tools/shaddr-debug-kernel) when it is built.
+DEBUG_KDIR = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shaddr/kernel/debug/build
+KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build) $(wildcard $(DEBUG_KDIR)))
 CMAKE_GEN := -G Ninja
 
-.PHONY: all deps kmod userspace userspace-asan userspace-tsan run test test-full test-unit test-kmod test-mpi test-mpi-full \
+.PHONY: all deps pkgs debug-kernel kmod userspace userspace-asan userspace-tsan run test test-full test-unit test-kmod test-mpi test-mpi-full \
 	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help mpich test-mpich
 
 all: kmod userspace
@@ -16,11 +18,13 @@ help:
 	@echo "make            build shaddr.ko for every installed kernel and the userspace in build/"
 	@echo "make run        set up, build, compare shaddr with stock MPI and the copy limit (short),"
 	@echo "                the module in a VM (or on the host where it can): build/report/"
-	@echo "make test       unit tests, kernel tests in the VM (6.1 and 6.12), MPI tests"
+	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
 	@echo "make test-full  everything (runner self-tests and DKMS on both kernels, whole MPI matrix)"
 	@echo "make test-mpi-full  the interposer's whole MPI test matrix (hours)"
-	@echo "make deps       install every dependency from Debian's registry (idempotent)"
+	@echo "make deps       install every dependency from Debian's registry, build the debug kernel"
+	@echo "                (idempotent; the kernel's cold build takes tens of minutes, then cached)"
+	@echo "make debug-kernel  only the debug kernel (KASAN, lockdep, ...; tools/shaddr-debug-kernel)"
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
 	@echo "make mpich      patched MPICH 4.0.2 (mpich_patch/) into build/mpich (cached)"
@@ -29,10 +33,21 @@ help:
 	@echo "make seed001-table  seed 001's segmentation table -> docs/seed001-segmentation.md"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
 
-deps:
+# deps: the packages and the debug kernel (tests run on it too). Building needs the packages only;
+# the test targets also need the debug kernel, so shaddr.ko is built for it as well.
+deps: pkgs debug-kernel
+
+pkgs:
 	@$(TOP)/tools/shaddr-deps
 
-kmod: deps
+debug-kernel: pkgs
+	@$(TOP)/tools/shaddr-debug-kernel
+
+ifneq ($(filter deps test test-kmod test-full,$(MAKECMDGOALS)),)
+KMOD_NEEDS_DEBUG_KERNEL := debug-kernel
+endif
+
+kmod: pkgs $(KMOD_NEEDS_DEBUG_KERNEL)
 	@set -e; for kdir in $(KDIRS); do \
 		ver=$$(sed -n 's/^#define UTS_RELEASE "\(.*\)"/\1/p' $$kdir/include/generated/utsrelease.h); \
 		out=$(BUILD)/kmod/$$ver; mkdir -p $$out; \
@@ -42,24 +57,24 @@ kmod: deps
 		test $${PIPESTATUS[0]} -eq 0; \
 	done
 
-$(BUILD)/build.ninja: | deps
+$(BUILD)/build.ninja: | pkgs
 	cmake $(CMAKE_GEN) -S $(TOP) -B $(BUILD) >/dev/null
 
-$(BUILD)/asan/build.ninja: | deps
+$(BUILD)/asan/build.ninja: | pkgs
 	cmake $(CMAKE_GEN) -S $(TOP) -B $(BUILD)/asan -DCMAKE_BUILD_TYPE=Debug \
 		-DSHADDR_SANITIZE=address,undefined >/dev/null
 
-userspace: deps $(BUILD)/build.ninja
+userspace: pkgs $(BUILD)/build.ninja
 	cmake --build $(BUILD)
 
-userspace-asan: deps $(BUILD)/asan/build.ninja
+userspace-asan: pkgs $(BUILD)/asan/build.ninja
 	cmake --build $(BUILD)/asan
 
-$(BUILD)/tsan/build.ninja: | deps
+$(BUILD)/tsan/build.ninja: | pkgs
 	cmake $(CMAKE_GEN) -S $(TOP) -B $(BUILD)/tsan -DCMAKE_BUILD_TYPE=Debug \
 		-DSHADDR_SANITIZE=thread >/dev/null
 
-userspace-tsan: deps $(BUILD)/tsan/build.ninja
+userspace-tsan: pkgs $(BUILD)/tsan/build.ninja
 	cmake --build $(BUILD)/tsan
 
 # The main job: the short comparison (every contender here, 2 ranks, 8 B to 4 MiB, the module's
@@ -67,13 +82,13 @@ userspace-tsan: deps $(BUILD)/tsan/build.ninja
 run: all mpich
 	@$(TOP)/tools/shaddr-compare --short
 
-test: all userspace-asan userspace-tsan
+test: deps all userspace-asan userspace-tsan
 	@$(TOP)/tools/shaddr-test unit kmod mpi
 
 test-unit: userspace userspace-asan userspace-tsan
 	@$(TOP)/tools/shaddr-test unit
 
-test-kmod: all
+test-kmod: deps all
 	@$(TOP)/tools/shaddr-test kmod
 
 test-mpi: all
@@ -81,7 +96,7 @@ test-mpi: all
 
 # Everything: make test plus the runner self-tests and DKMS on every kernel and the interposer's
 # whole MPI matrix (hours on 2 cores).
-test-full: all userspace-asan userspace-tsan
+test-full: deps all userspace-asan userspace-tsan
 	@SHADDR_TEST_FULL=1 $(TOP)/tools/shaddr-test unit kmod mpi
 
 # Every MPI test of the interposer: both MPIs, 1-8 ranks, SHADDR_NODES=1 and 2 (hours on 2 cores).
@@ -94,7 +109,7 @@ bench: all
 	@$(TOP)/tools/shaddr-compare
 
 # Patched MPICH (mpich_patch/) in build/mpich; cached in ~/.cache/shaddr/mpich, seconds when warm.
-mpich: deps $(BUILD)/build.ninja
+mpich: pkgs $(BUILD)/build.ninja
 	@cmake --build $(BUILD) --target shaddr xpmem
 	@$(TOP)/tools/shaddr-mpich
 
@@ -127,10 +142,10 @@ microbench-vm: all
 seed001-table: userspace
 	@$(TOP)/tools/microbench/seed001-table --build $(BUILD)
 
-checkpatch: deps
+checkpatch: pkgs
 	@$(TOP)/tools/shaddr-checkpatch
 
-dkms-install: deps
+dkms-install: pkgs
 	$(TOP)/tools/shaddr-dkms install
 
 dkms-uninstall:
