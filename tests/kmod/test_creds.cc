@@ -53,15 +53,18 @@ struct Identity {
   uint64_t caps = 0;
   int userns = 0;  // 0: none; 1: a new user namespace mapping the ids to themselves; 2: to root
   bool dumpable = true;
+  bool kernel_dumpable = false;  // leave dumpability as the switch of ids left it
 
   int apply() const {
     int r = keep_caps ? become_with_caps(ids, caps) : become(ids);
     if (r) return 1;
-    // Dumpable first: a non-dumpable process's /proc/self/uid_map belongs to root.
-    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)) return 3;
-    if (userns == 1 && enter_user_ns(ids.euid, ids.egid)) return 2;
-    if (userns == 2 && enter_user_ns(0, 0)) return 2;
-    if (prctl(PR_SET_DUMPABLE, dumpable ? 1 : 0, 0, 0, 0)) return 3;
+    if (userns) {
+      // Dumpable first: a non-dumpable process's /proc/self/uid_map belongs to root.
+      if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)) return 3;
+      if (userns == 1 && enter_user_ns(ids.euid, ids.egid)) return 2;
+      if (userns == 2 && enter_user_ns(0, 0)) return 2;
+    }
+    if (!kernel_dumpable && prctl(PR_SET_DUMPABLE, dumpable ? 1 : 0, 0, 0, 0)) return 3;
     return 0;
   }
 };
@@ -619,11 +622,14 @@ TEST_F(Creds, NonDumpableExporterIsRefusedToItsOwnUidButNotToRoot) {
 // effective ids): A cannot map it until it declares itself dumpable again.
 TEST_F(Creds, AnExporterThatDroppedRootIsNonDumpableUntilItSaysOtherwise) {
   Identity dropped = as_user(kA, kGA);
-  dropped.dumpable = false;  // what setresuid() from root left it as; see the file comment
+  dropped.kernel_dumpable = true;  // as setresuid() from root left it
   Exporter e({dropped, {0666}});
   ASSERT_TRUE(e.ok()) << e.info().err;
   Importer a(as_user(kA, kGA));
   EXPECT_EQ(a.map(e.info().handle), -EPERM);
+  EXPECT_EQ(a.get(e.info().segids[0], SHADDR_SEG_RDONLY), -EPERM);
+  Importer root(as_root());
+  EXPECT_EQ(root.map(e.info().handle), 0);
   EXPECT_EQ(e.command('D'), 0);
   EXPECT_EQ(a.map(e.info().handle), 0);
   EXPECT_EQ(a.check(kWindow, kFill), 0);
