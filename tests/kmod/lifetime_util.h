@@ -229,6 +229,14 @@ inline char *map_aligned(size_t size, size_t align, int prot = PROT_READ | PROT_
   return a;
 }
 
+// mremap(2) itself: glibc 2.36's wrapper passes new_address only with MREMAP_FIXED, so a
+// MREMAP_DONTUNMAP move without it gets garbage there (and EINVAL before any mm code runs).
+inline void *sys_mremap(void *old, size_t old_len, size_t new_len, int flags,
+                        void *new_addr = nullptr) {
+  return reinterpret_cast<void *>(
+      syscall(SYS_mremap, old, old_len, new_len, flags, new_addr));
+}
+
 // A free stretch of address space of `size` bytes aligned to `align`: reserved PROT_NONE.
 inline char *reserve_aligned(size_t size, size_t align) {
   return map_aligned(size, align, PROT_NONE);

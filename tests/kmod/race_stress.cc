@@ -104,6 +104,9 @@ struct Shared {
   std::atomic<uint64_t> rounds{0}, ops[kNumOps]{}, exporters{0}, importers{0}, kills{0};
   std::atomic<uint64_t> maps{0}, attaches{0}, create_refused{0}, sweeps{0}, reads{0},
       sigbus{0}, writes{0}, vma_ops{0}, plain_mmaps{0}, forks{0}, reopens{0}, leaks{0};
+  // MAP/GET refused with EPERM: every process is root, so only an exporter on its way out
+  // (the module's ptrace-attach check on a task without its mm) explains it; counted apart.
+  std::atomic<uint64_t> eperm{0};
   // What went wrong.
   std::atomic<uint64_t> violations{0}, errors{0};
   std::atomic<uint32_t> nmsg{0};
@@ -199,7 +202,9 @@ class Exporter {
       g->rounds++;
       sleep_ms(static_cast<double>(rng_.below(3)));
     }
-    // The end: exit under invalidating threads, after closing the files, or plainly.
+    // The end: exit under invalidating threads, after closing the files, or plainly. A change
+    // that never completes: zeros are the exporter's content from now on.
+    r_.started = r_.done.load() + 1;
     switch (rng_.below(3)) {
       case 0: {
         for (int i = 0; i < 2; i++)
@@ -260,27 +265,27 @@ class Exporter {
       case kMunmapMmap:
         return munmap(buf_, kBuf) == 0 && remap_fresh(buf_, kBuf);
       case kMoveAwayFresh:
-        return mremap(buf_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_FIXED, away_) == away_ &&
+        return sys_mremap(buf_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_FIXED, away_) == away_ &&
                remap_fresh(buf_, kBuf) && rereserve_away();
       case kMoveAwayBack:
-        return mremap(buf_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_FIXED, away_) == away_ &&
-               mremap(away_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_FIXED, buf_) == buf_ &&
+        return sys_mremap(buf_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_FIXED, away_) == away_ &&
+               sys_mremap(away_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_FIXED, buf_) == buf_ &&
                rereserve_away();
       case kDontunmap:
-        return mremap(buf_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_DONTUNMAP | MREMAP_FIXED,
+        return sys_mremap(buf_, kBuf, kBuf, MREMAP_MAYMOVE | MREMAP_DONTUNMAP | MREMAP_FIXED,
                       away_) == away_ &&
                rereserve_away();
       case kShrinkGrow: {
         const size_t keep = (1 + rng_.below(kBufPages - 1)) * kPage;
-        if (mremap(buf_, kBuf, keep, 0) != buf_) return false;
-        if (mremap(buf_, keep, kBuf, 0) == buf_) return true;
+        if (sys_mremap(buf_, kBuf, keep, 0) != buf_) return false;
+        if (sys_mremap(buf_, keep, kBuf, 0) == buf_) return true;
         return remap_fresh(buf_ + keep, kBuf - keep);
       }
       case kSplitMiddle: {
         char *mid = buf_ + off1;
         if (off1 + len1 > kBuf) return false;
-        return mremap(mid, len1, len1, MREMAP_MAYMOVE | MREMAP_FIXED, away_) == away_ &&
-               mremap(away_, len1, len1, MREMAP_MAYMOVE | MREMAP_FIXED, mid) == mid &&
+        return sys_mremap(mid, len1, len1, MREMAP_MAYMOVE | MREMAP_FIXED, away_) == away_ &&
+               sys_mremap(away_, len1, len1, MREMAP_MAYMOVE | MREMAP_FIXED, mid) == mid &&
                rereserve_away();
       }
       case kRevokeRace: {
@@ -428,7 +433,8 @@ class Importer {
   // Judges one read of page p of h (see lifetime_util.h) and writes its scratch word.
   void check_page(const Held &h, size_t p, Rng &rng) {
     const ExpRec &r = g->exp[h.slot];
-    const bool dead = r.gone.load() >= h.epoch || r.is_dead(h.id);
+    const bool reaped = r.gone.load() >= h.epoch, withdrawn = r.is_dead(h.id);
+    const bool dead = reaped || withdrawn;
     const uint32_t d = r.done.load();
     uint64_t v = 0;
     const int sig = probe_read(word(h.addr, p), &v);
@@ -448,9 +454,12 @@ class Importer {
       return;
     }
     if (dead) {
-      g->report(g->violations,
-                "%s page %u read %s after its exporter's REVOKE/REMOVE/close/exit returned",
-                h.attachment ? "attachment" : "window", page, hex(v).c_str());
+      g->report(g->violations, "%s %s page %u read %s after %s (epoch %u, exporter op %d)",
+                h.writable ? "RW" : "RO", h.attachment ? "attachment" : "window", page,
+                hex(v).c_str(),
+                reaped ? "its exporter was reaped"
+                       : "its exporter's REVOKE/REMOVE/close returned",
+                h.epoch, r.op.load());
       return;
     }
     std::string why;
@@ -499,30 +508,30 @@ class Importer {
     switch (rng.below(9)) {
       case 0:
         what = "same-size MAYMOVE|FIXED move";
-        r = mremap(h.addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, *spot);
+        r = sys_mremap(h.addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, *spot);
         rereserve();
         break;
       case 1:
         what = "grow in place";
-        r = mremap(h.addr, len, len + kPage, 0);
+        r = sys_mremap(h.addr, len, len + kPage, 0);
         break;
       case 2:
         what = "grow MAYMOVE";
-        r = mremap(h.addr, len, 2 * len, MREMAP_MAYMOVE);
+        r = sys_mremap(h.addr, len, 2 * len, MREMAP_MAYMOVE);
         break;
       case 3:
         if (h.npages < 2) return true;
         what = "shrink";
-        r = mremap(h.addr, len, len - kPage, 0);
+        r = sys_mremap(h.addr, len, len - kPage, 0);
         break;
       case 4:
         what = "DONTUNMAP";
-        r = mremap(h.addr, len, len, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+        r = sys_mremap(h.addr, len, len, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
         break;
       case 5:
         if (h.npages < 2) return true;
         what = "move of the tail";
-        r = mremap(h.addr + kPage, len - kPage, len - kPage, MREMAP_MAYMOVE | MREMAP_FIXED,
+        r = sys_mremap(h.addr + kPage, len - kPage, len - kPage, MREMAP_MAYMOVE | MREMAP_FIXED,
                    *spot);
         rereserve();
         break;
@@ -579,7 +588,9 @@ class Importer {
       const int rc = map(fd, s.handle, block,
                          h->writable ? SHADDR_PROT_READ | SHADDR_PROT_WRITE : SHADDR_PROT_READ, &m);
       if (rc) {
-        if (rc != -ENOENT && rc != -ENOSPC)
+        if (rc == -EPERM)
+          g->eperm++;
+        else if (rc != -ENOENT && rc != -ENOSPC)
           g->report(g->errors, "MAP: %s", strerror(-rc));
         g->create_refused++;
         return false;
@@ -597,7 +608,10 @@ class Importer {
     h->id = whole ? s.whole : s.segid;
     const int rc = seg_get(fd, h->id, h->writable ? SHADDR_SEG_RDWR : SHADDR_SEG_RDONLY, &h->apid);
     if (rc) {
-      if (rc != -ENOENT) g->report(g->errors, "GET: %s", strerror(-rc));
+      if (rc == -EPERM)
+        g->eperm++;
+      else if (rc != -ENOENT)
+        g->report(g->errors, "GET: %s", strerror(-rc));
       g->create_refused++;
       return false;
     }
@@ -920,13 +934,13 @@ int main(int argc, char **argv) {
                     counters.empty() && klog.empty();
   printf("%s: race_stress %.0f s seed %" PRIu64 ": %" PRIu64 " exporters (%" PRIu64
          " rounds), %" PRIu64 " importers, %" PRIu64 " kills; %" PRIu64 " MAPs, %" PRIu64
-         " ATTACHes, %" PRIu64 " refused; %" PRIu64 " reads (%" PRIu64 " SIGBUS), %" PRIu64
+         " ATTACHes, %" PRIu64 " refused (%" PRIu64 " EPERM); %" PRIu64 " reads (%" PRIu64 " SIGBUS), %" PRIu64
          " writes, %" PRIu64 " VMA ops, %" PRIu64 " plain mmaps, %" PRIu64 " forks, %" PRIu64
          " reopens, %" PRIu64 " leaked; %" PRIu64 " violations, %" PRIu64
          " errors, %zu kernel-log lines, counters %s\n",
          pass ? "PASS" : "FAIL", took, seed, g->exporters.load(), g->rounds.load(),
          g->importers.load(), g->kills.load(), g->maps.load(), g->attaches.load(),
-         g->create_refused.load(), g->reads.load(), g->sigbus.load(), g->writes.load(),
+         g->create_refused.load(), g->eperm.load(), g->reads.load(), g->sigbus.load(), g->writes.load(),
          g->vma_ops.load(), g->plain_mmaps.load(), g->forks.load(), g->reopens.load(),
          g->leaks.load(), g->violations.load(), g->errors.load(), klog.size(),
          counters.empty() ? "0" : counters.c_str());
