@@ -1434,8 +1434,20 @@ int main(int argc, char **argv) {
     }
     return true;
   };
+  double next_sample = start;
+  bool negative_seen = false;
   while (now() < end) {
     while (reap_one(false)) {
+    }
+    if (now() >= next_sample && !negative_seen) {  // a counter below 0: something freed twice
+      for (const char *c : kLiveCounters) {
+        const long long v = stat_value(c);
+        if (v < 0 && v != kNoCounter) {
+          fail("counter %s is %lld during the run", c, v);
+          negative_seen = true;
+        }
+      }
+      next_sample = now() + 0.5;
     }
     if (now() >= next_churn) {
       const int slot = static_cast<int>(sup() % o.procs);
@@ -1498,7 +1510,13 @@ int main(int argc, char **argv) {
   const bool zero = !stuck && wait_counters_zero(15, why, sizeof(why));
   if (!o.quiet || !zero || S->failures.load()) print_summary(o, elapsed);
   printf("fuzz: counters after all processes are gone:");
-  for (const char *c : kLiveCounters) printf(" %s %lld", c, stat_value(c));
+  for (const char *c : kLiveCounters) {
+    const long long v = stat_value(c);
+    if (v == kNoCounter)
+      printf(" %s ?", c);
+    else
+      printf(" %s %lld", c, v);
+  }
   printf("\n");
   const uint32_t nfail = S->failures.load();
   for (uint32_t i = 0; i < nfail && i < 16; i++) printf("fuzz: failure: %s\n", S->fail_msg[i]);

@@ -46,15 +46,17 @@ constexpr uint32_t kRW = SHADDR_PROT_READ | SHADDR_PROT_WRITE;
 inline constexpr const char *kLiveCounters[] = {"exports",      "segments",    "windows",
                                                  "attachments", "pages_pinned", "open_files"};
 
-// A counter of /sys/class/misc/shaddr/stats/, or -1. Plain syscalls: usable after fork.
+constexpr long long kNoCounter = LLONG_MIN;
+
+// A counter of /sys/class/misc/shaddr/stats/, or kNoCounter. Plain syscalls: usable after fork.
 inline long long stat_value(const char *name) {
   char path[128], buf[64];
   snprintf(path, sizeof(path), "/sys/class/misc/shaddr/stats/%s", name);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+  if (fd < 0) return kNoCounter;
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
   close(fd);
-  if (n <= 0) return -1;
+  if (n <= 0) return kNoCounter;
   buf[n] = 0;
   return strtoll(buf, nullptr, 10);
 }
@@ -78,7 +80,9 @@ inline bool wait_counters_zero(double seconds, char *why, size_t why_len) {
       long long v = stat_value(c);
       if (v != 0) {
         zero = false;
-        if (off < why_len)
+        if (off < why_len && v == kNoCounter)
+          off += snprintf(why + off, why_len - off, "%s%s unreadable", off ? " " : "", c);
+        else if (off < why_len)
           off += snprintf(why + off, why_len - off, "%s%s=%lld", off ? " " : "", c, v);
       }
     }
