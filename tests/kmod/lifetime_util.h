@@ -121,6 +121,18 @@ inline void install_probe_handlers() {
   sigaction(SIGSEGV, &sa, nullptr);
 }
 
+// A full barrier between a read of mapped memory and the loads of the counters that judge it.
+// TSan does not model fences (GCC refuses them under -fsanitize=thread); a locked read-modify-
+// write is a full barrier on x86 too and TSan sees it.
+inline void full_fence() {
+#if defined(__SANITIZE_THREAD__)
+  static std::atomic<unsigned> word;
+  word.fetch_add(0, std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 // Loads the word at p: 0 and *out, or the signal the access raised (SIGBUS, SIGSEGV).
 // Thread-safe; needs install_probe_handlers().
 [[gnu::noinline]] inline int probe_read(const volatile uint64_t *p, uint64_t *out) {

@@ -443,7 +443,7 @@ class Importer {
     const uint32_t d = r.done.load();
     uint64_t v = 0;
     const int sig = probe_read(word(h.addr, p), &v);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    full_fence();
     const uint32_t s = r.started.load();
     const bool gone_after = r.gone.load() >= h.epoch;
     const uint32_t epoch_after = r.epoch.load();

@@ -501,7 +501,7 @@ void judge_sweep(Ctl *c, char *win, uint16_t mg, uint32_t round, bool writable,
     const uint32_t d = c->done.load();
     uint64_t v = 0;
     const int sig = probe_read(word(win, p), &v);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    full_fence();
     const uint32_t s = c->started.load();
     if (sig == SIGBUS) {
       c->sigbus_reads++;
