@@ -683,6 +683,14 @@ int reduction(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
     return run();
   k.args = args_str(kCallName[call], cnt("count", count, type) + ", " + op_str(op_id(op)) +
                                          (all ? "" : ", root " + std::to_string(root)));
+  // Only what libshaddr can reduce is compared. Anything else goes to PMPI_* as it is, and its
+  // op must not run twice: a user-defined op may keep state or touch memory beyond what its
+  // datatype describes (BLACS's absolute-max ops read their length from a global and process
+  // that many elements, which would overrun a copy of the datatype's span).
+  shaddr_dtype dt;
+  shaddr_op sop;
+  if (!map_dtype(type, &dt) || !map_op(op, &sop) || shaddr_op_supported(sop, dt) != 0)
+    return run();
   const bool is_root = all || k.ci->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   const Span sp = span_of(count, ti);
@@ -698,10 +706,6 @@ int reduction(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   }
   const int rc = run();
   if (!k.by_libshaddr()) return rc;
-  // libshaddr reduced: its types and ops are predefined and contiguous.
-  shaddr_dtype dt;
-  shaddr_op sop;
-  if (!map_dtype(type, &dt) || !map_op(op, &sop)) return rc;
   // Collective steps first, on every rank alike, then the local comparisons.
   std::vector<char> abs_sum;
   if (float_sum(dt, sop) && in.ok) {
