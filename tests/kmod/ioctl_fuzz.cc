@@ -1489,6 +1489,12 @@ int main(int argc, char **argv) {
     } else if (killed && now() - stop_at > 60) {
       fail("%d process(es) cannot be reaped 60 s after the stop (stuck in the kernel?)", n);
       dump_stuck();
+      // What they wait for may be a kernel thread (a workqueue, khugepaged): every blocked
+      // task's stack into the kernel log.
+      if (FILE *f = fopen("/proc/sysrq-trigger", "w")) {
+        fputs("w", f);
+        fclose(f);
+      }
       stuck = true;
       break;
     } else if (killed) {
