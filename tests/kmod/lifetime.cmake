@@ -15,9 +15,15 @@ set(SHADDR_RACE_SECONDS 60 CACHE STRING "seconds the race stress program runs pe
 # Label kmod (make test). Times on TCG per kernel, boot included: lifetime ~1.5 min, race
 # SHADDR_RACE_SECONDS + ~40 s. The guest's own limit (--timeout) ends a hung kernel early.
 foreach(series IN LISTS SHADDR_TEST_KERNELS)
+  # The debug kernel's races run longer and its time limits stretch by the same factor.
+  set(slowdown 1)
+  if(series STREQUAL "debug")
+    set(slowdown ${SHADDR_DEBUG_KERNEL_SLOWDOWN})
+  endif()
   add_test(NAME kmod.${series}.lifetime
     COMMAND ${VM} -q --kernel ${series} --timeout 600
             --results ${VM_RESULTS}/kmod-lifetime-${series}
+            --env SHADDR_TEST_SLOWDOWN=${slowdown}
             -- $<TARGET_FILE:shaddr_kmod_lifetime_tests>)
   set_tests_properties(kmod.${series}.lifetime PROPERTIES LABELS kmod TIMEOUT 900)
 
