@@ -35,6 +35,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include "ioctl_util.h"
+
 namespace shaddr_sec {
 
 constexpr size_t kMiB = 1ul << 20;
@@ -92,11 +94,12 @@ inline bool wait_counters_zero(double seconds, char *why, size_t why_len) {
   }
 }
 
-// -errno of the ioctl, or its (non-negative) return value.
-inline int xioctl(int fd, unsigned long cmd, void *arg) {
-  int r = ioctl(fd, cmd, arg);
-  return r < 0 ? -errno : r;
-}
+using shaddr_ioctl::seg_attach;
+using shaddr_ioctl::seg_detach;
+using shaddr_ioctl::seg_get;
+using shaddr_ioctl::seg_make;
+using shaddr_ioctl::u64_cmd;
+using shaddr_ioctl::xioctl;
 
 inline int open_dev(int flags = O_RDWR | O_CLOEXEC) {
   int fd = open("/dev/shaddr", flags);
@@ -134,41 +137,6 @@ inline int unmap_window(int fd, const void *addr) {
   return xioctl(fd, SHADDR_IOC_UNMAP, &u);
 }
 
-inline int seg_make(int fd, const void *va, uint64_t size, uint32_t mode, uint64_t *segid) {
-  shaddr_make mk{};
-  mk.va = reinterpret_cast<uint64_t>(va);
-  mk.size = size;
-  mk.mode = mode;
-  int r = xioctl(fd, SHADDR_IOC_MAKE, &mk);
-  *segid = r == 0 ? mk.segid : 0;
-  return r;
-}
-
-inline int seg_get(int fd, uint64_t segid, uint32_t flags, uint64_t *apid) {
-  shaddr_get g{};
-  g.segid = segid;
-  g.flags = flags;
-  int r = xioctl(fd, SHADDR_IOC_GET, &g);
-  *apid = r == 0 ? g.apid : 0;
-  return r;
-}
-
-inline int seg_attach(int fd, uint64_t apid, uint64_t offset, uint64_t size, char **addr) {
-  shaddr_attach a{};
-  a.apid = apid;
-  a.offset = offset;
-  a.size = size;
-  int r = xioctl(fd, SHADDR_IOC_ATTACH, &a);
-  *addr = r == 0 ? reinterpret_cast<char *>(a.addr) : nullptr;
-  return r;
-}
-
-inline int seg_detach(int fd, const void *addr) {
-  uint64_t a = reinterpret_cast<uint64_t>(addr);
-  return xioctl(fd, SHADDR_IOC_DETACH, &a);
-}
-
-inline int u64_cmd(int fd, unsigned long cmd, uint64_t v) { return xioctl(fd, cmd, &v); }
 
 // An anonymous mapping of `size` bytes at an `align`-aligned address (the rest of the
 // over-sized reservation is unmapped), filled with `fill`. nullptr on failure.

@@ -18,6 +18,8 @@
 #include <functional>
 #include <string>
 
+#include "ioctl_util.h"
+
 namespace shaddr_test {
 
 constexpr size_t kMiB = 1ul << 20;
@@ -30,11 +32,7 @@ inline long long stat_value(const std::string &name) {
   return v;
 }
 
-// -errno of the ioctl, or 0 (or the positive return value).
-inline int xioctl(int fd, unsigned long cmd, void *arg) {
-  int r = ioctl(fd, cmd, arg);
-  return r < 0 ? -errno : r;
-}
+using shaddr_ioctl::xioctl;
 
 inline int open_dev() { return open("/dev/shaddr", O_RDWR | O_CLOEXEC); }
 
@@ -165,44 +163,13 @@ class Pipe {
 
 namespace shaddr_test {
 
-inline int seg_make(int fd, const void *va, uint64_t size, uint32_t mode, uint64_t *segid) {
-  shaddr_make mk{};
-  mk.va = reinterpret_cast<uint64_t>(va);
-  mk.size = size;
-  mk.mode = mode;
-  int r = xioctl(fd, SHADDR_IOC_MAKE, &mk);
-  *segid = mk.segid;
-  return r;
+using shaddr_ioctl::seg_attach;
+using shaddr_ioctl::seg_detach;
+using shaddr_ioctl::seg_get;
+using shaddr_ioctl::seg_make;
+inline int seg_u64_cmd(int fd, unsigned long cmd, uint64_t id) {
+  return shaddr_ioctl::u64_cmd(fd, cmd, id);
 }
-
-inline int seg_get(int fd, uint64_t segid, uint32_t flags, uint64_t *apid) {
-  shaddr_get g{};
-  g.segid = segid;
-  g.flags = flags;
-  int r = xioctl(fd, SHADDR_IOC_GET, &g);
-  *apid = g.apid;
-  return r;
-}
-
-inline int seg_attach(int fd, uint64_t apid, uint64_t offset, uint64_t size, char **addr,
-                      uint64_t vaddr = 0, uint32_t flags = 0) {
-  shaddr_attach a{};
-  a.apid = apid;
-  a.offset = offset;
-  a.size = size;
-  a.vaddr = vaddr;
-  a.flags = flags;
-  int r = xioctl(fd, SHADDR_IOC_ATTACH, &a);
-  *addr = reinterpret_cast<char *>(a.addr);
-  return r;
-}
-
-inline int seg_detach(int fd, const void *addr) {
-  uint64_t a = reinterpret_cast<uint64_t>(addr);
-  return xioctl(fd, SHADDR_IOC_DETACH, &a);
-}
-
-inline int seg_u64_cmd(int fd, unsigned long cmd, uint64_t id) { return xioctl(fd, cmd, &id); }
 
 }  // namespace shaddr_test
 
