@@ -21,6 +21,14 @@ static inline void vm_flags_clear(struct vm_area_struct *vma, vm_flags_t flags)
 }
 #endif
 
+#ifndef SHADDR_HAVE_RELEASE_FAULT_LOCK
+/* Before per-VMA locks (6.4), a fault always holds the mmap lock. */
+static inline void release_fault_lock(struct vm_fault *vmf)
+{
+	mmap_read_unlock(vmf->vma->vm_mm);
+}
+#endif
+
 /* 6.5 dropped the vmas argument of pin_user_pages_remote(). */
 static inline long shaddr_pin_remote(struct mm_struct *mm, unsigned long start,
 				     unsigned long nr_pages,

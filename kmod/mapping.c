@@ -340,6 +340,27 @@ out_free:
 	kfree(pages);
 }
 
+/*
+ * The exporter's mmap lock is busy while we hold our own fault lock. Fault
+ * again, but not by spinning: a fault inside the kernel (copy_from_user() on
+ * a mapping) retries at once without a scheduling point, and with every CPU
+ * retrying, the task that holds the exporter's lock never runs (soft lockup).
+ * Where the fault may be retried, drop our lock and sleep until the
+ * exporter's lock is free; else at least give up the CPU.
+ */
+static vm_fault_t shaddr_fault_wait(struct vm_fault *vmf, struct mm_struct *mm)
+{
+	if ((vmf->flags & FAULT_FLAG_ALLOW_RETRY) &&
+	    !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
+		release_fault_lock(vmf);	/* vmf->vma is not ours now */
+		if (!mmap_read_lock_killable(mm))
+			mmap_read_unlock(mm);
+		return VM_FAULT_RETRY;
+	}
+	cond_resched();
+	return VM_FAULT_NOPAGE;
+}
+
 static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
@@ -364,7 +385,7 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 	 * against an exporter that maps us. A busy exporter means: fault again.
 	 */
 	if (!mmap_read_trylock(mm)) {
-		ret = VM_FAULT_NOPAGE;
+		ret = shaddr_fault_wait(vmf, mm);
 		goto out_put;
 	}
 	/* The faulting page may be faulted in (in the exporter)... */
