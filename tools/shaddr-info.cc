@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// shaddr-info: what the loaded shaddr module reports — ABI version, features, counters.
+// shaddr-info: what the loaded shaddr module reports — ABI version, features, counters; and
+// (--settings) every setting as libshaddr declares it.
 #include <linux/shaddr.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "shaddr/settings.h"
 #include "shaddr/shaddr.h"
 
 namespace {
@@ -19,10 +21,12 @@ constexpr const char *kStatsDir = "/sys/class/misc/" SHADDR_DEVICE_NAME "/stats"
 
 void usage(FILE *out) {
   std::fprintf(out,
-               "Usage: shaddr-info [--help]\n"
+               "Usage: shaddr-info [--help] [--settings[=markdown]]\n"
                "Prints the shaddr kernel module's ABI version and features (from the\n"
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"
-               "(%s/*). Exit status 0 if the module answered, 1 otherwise.\n",
+               "(%s/*). Exit status 0 if the module answered, 1 otherwise.\n"
+               "--settings: every setting (name, kind, default, scope, meaning) instead, and\n"
+               "the value this environment gives it; =markdown: README's settings table.\n",
                kStatsDir);
 }
 
@@ -50,6 +54,54 @@ std::string features_string(uint64_t f) {
   return s.empty() ? "(none)" : s;
 }
 
+// 1048576 -> "1M": the exact binary suffix, as the settings' grammar reads it.
+std::string human(uint64_t v, bool size) {
+  if (v == UINT64_MAX) return "2^64-1";
+  static const char suffix[] = "KMGT";
+  int k = -1;
+  while (size && v && v % 1024 == 0 && k < 3) {
+    v /= 1024;
+    k++;
+  }
+  return std::to_string(v) + (k >= 0 ? std::string(1, suffix[k]) : "");
+}
+
+std::string kind_of(const shaddr_setting_desc &d) {
+  std::string kind = d.kind;
+  if (*d.type) kind += std::string(", ") + d.type;
+  const bool size = !std::strcmp(d.type, "size");
+  if (size || !std::strcmp(d.type, "integer"))
+    kind += " " + human(d.min_value, size) + "–" + human(d.max_value, size);
+  if (*d.choices) {
+    std::string words = d.choices;
+    for (size_t p = 0; (p = words.find(' ', p)) != std::string::npos; p += 3)
+      words.replace(p, 1, "`, `");
+    kind += ": `" + words + "`";
+  }
+  return kind;
+}
+
+// The settings table: README's (markdown) or a plain listing with the values in force.
+int print_settings(bool markdown) {
+  shaddr_setting_desc d{};
+  if (markdown) {
+    std::printf("| setting | kind | default | scope | meaning |\n|---|---|---|---|---|\n");
+    for (unsigned i = 0; shaddr_setting_describe(i, &d) == 0; i++) {
+      const std::string kind = kind_of(d);
+      std::printf("| `%s` | %s | %s | %s | %s |\n", d.name, kind.c_str(), d.default_value,
+                  *d.scope ? d.scope : "—", d.doc);
+    }
+    return 0;
+  }
+  for (unsigned i = 0; shaddr_setting_describe(i, &d) == 0; i++) {
+    const char *v = std::getenv(d.name);
+    std::printf("%s\n  %s; default %s%s%s%s\n  %s\n", d.name, kind_of(d).c_str(),
+                d.default_value, *d.scope ? "; " : "", d.scope,
+                v ? (std::string("; set here to ") + v).c_str() : "", d.doc);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -58,6 +110,8 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
+    if (!std::strcmp(argv[i], "--settings")) return print_settings(false);
+    if (!std::strcmp(argv[i], "--settings=markdown")) return print_settings(true);
     std::fprintf(stderr, "shaddr-info: unknown argument '%s'\n", argv[i]);
     usage(stderr);
     return 2;

@@ -149,13 +149,13 @@ extern "C" {
 
 int MPI_Init(int *argc, char ***argv) {
   int rc = PMPI_Init(argc, argv);
-  if (rc == MPI_SUCCESS) init_globals();
+  if (rc == MPI_SUCCESS) init_globals(true);
   return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS) init_globals();
+  if (rc == MPI_SUCCESS) init_globals(true);
   return rc;
 }
 

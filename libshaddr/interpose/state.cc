@@ -13,6 +13,8 @@
 #include <cstring>
 #include <map>
 
+#include "settings.h"
+
 namespace shaddr::interpose {
 namespace {
 
@@ -24,19 +26,6 @@ int g_keyval = MPI_KEYVAL_INVALID;
 uint64_t g_seq = 0;
 std::map<uint64_t, State *> g_live;  // seq -> state, for finalize
 shaddr_interpose_stats g_stats{};
-
-size_t env_size(const char *name, size_t dflt) {
-  const char *v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long x = std::strtoull(v, &end, 0);
-  if (errno || *end) {
-    std::fprintf(stderr, "shaddr-interpose: ignoring %s=%s (not a number)\n", name, v);
-    return dflt;
-  }
-  return static_cast<size_t>(x);
-}
 
 // Default SHADDR_INTERPOSE_MIN_<CALL>: below these sizes (bytes per rank's block; Allgatherv:
 // in all) stock MPI was faster, so the call is forwarded. Measured with shaddr-bench at 2 ranks
@@ -68,10 +57,35 @@ constexpr MinDefault kMinDefaults[] = {
 };
 
 // SHADDR_INTERPOSE_MIN sets every threshold; SHADDR_INTERPOSE_MIN_<CALL> then overrides one.
-void read_thresholds(Settings *st) {
-  const size_t all = env_size("SHADDR_INTERPOSE_MIN", SIZE_MAX);
+void read_thresholds(SettingsReader &in, Settings *st) {
+  const bool all_set = in.is_set("SHADDR_INTERPOSE_MIN");
+  const size_t all = in.size("SHADDR_INTERPOSE_MIN", 0);
   for (const MinDefault &d : kMinDefaults)
-    st->min_bytes[d.call] = env_size(d.env, all != SIZE_MAX ? all : d.bytes);
+    st->min_bytes[d.call] = in.size(d.env, all_set ? all : d.bytes);
+}
+
+// The interposer's settings (settings_table.cc), read once. Returns the first error.
+int read_settings(Settings *st, std::string *why) {
+  SettingsReader in;
+  st->verbose = shaddr::verbose();
+  st->nodes = static_cast<int>(in.size("SHADDR_NODES", 0));
+  read_thresholds(in, st);
+  st->segment = in.size("SHADDR_INTERPOSE_SEGMENT", 262144);
+  st->off = !in.flag("SHADDR_INTERPOSE", true);
+  st->fail_every = in.size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
+  st->mesh_max = in.size("SHADDR_INTERPOSE_MESH_MAX", 64);
+  st->verify = in.flag("SHADDR_VERIFY", false);
+  st->verify_inject = in.size("SHADDR_VERIFY_INJECT", 0);
+  *why = in.why();
+  return in.error();
+}
+
+int world_allgather(const void *send, void *recv, size_t bytes, void *) {
+  if (bytes > INT32_MAX) return -EOVERFLOW;
+  return PMPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                        MPI_BYTE, MPI_COMM_WORLD) == MPI_SUCCESS
+             ? 0
+             : -EIO;
 }
 
 // libshaddr's view of the node: collectives over the node communicator.
@@ -206,6 +220,8 @@ void build(State *s) {
       ok = 0;
       s->why = std::string("shaddr_comm_create: ") + std::strerror(-err) + " (" +
                shaddr_last_error() + ")";
+      // EINVAL: the settings (or arguments) are wrong, not the machine: say so unasked.
+      s->config_error = err == -EINVAL;
     }
   }
   // Every node must succeed, or nobody uses shaddr on this communicator.
@@ -224,25 +240,39 @@ void build(State *s) {
 
 const Settings &settings() { return g_settings; }
 
-void init_globals() {
+void init_globals(bool at_init) {
   if (g_inited) return;
   int initialized = 0, finalized = 0;
   PMPI_Initialized(&initialized);
   PMPI_Finalized(&finalized);
   if (!initialized || finalized) return;
   g_inited = true;
-  g_settings.verbose = env_size("SHADDR_VERBOSE", 0) != 0;
-  g_settings.nodes = static_cast<int>(std::min<size_t>(env_size("SHADDR_NODES", 0), 1 << 20));
-  read_thresholds(&g_settings);
-  g_settings.segment = std::max<size_t>(env_size("SHADDR_INTERPOSE_SEGMENT", 262144), 4096);
-  g_settings.off = env_size("SHADDR_INTERPOSE", 1) == 0;
-  g_settings.fail_every = env_size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
-  g_settings.mesh_max = env_size("SHADDR_INTERPOSE_MESH_MAX", 64);
-  g_settings.verify = env_size("SHADDR_VERIFY", 0) != 0;
-  g_settings.verify_inject = env_size("SHADDR_VERIFY_INJECT", 0);
+  std::string bad;
+  const int bad_err = read_settings(&g_settings, &bad);
+  // The interposer's settings decide, on each rank alone, whether a call goes to libshaddr or
+  // to PMPI_*: ranks that disagree would wait in different collectives. At MPI_Init every
+  // rank takes part, so they are compared there; a mismatch or a value that does not parse
+  // turns the interposer off on every rank.
+  std::string disagree;
+  int world_rank = 0, world_size = 1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (at_init && agree_settings(SettingLayer::kInterposer, world_rank, world_size,
+                                world_allgather, nullptr, &disagree) != 0) {
+    g_settings.off = true;
+  } else if (bad_err) {  // not at MPI_Init: this rank alone decides, as it always did
+    disagree = bad;
+    g_settings.off = true;
+  }
   int provided = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&provided);
-  if (g_settings.off) {
+  if (!disagree.empty()) {
+    g_off = true;
+    g_off_why = disagree;
+    if (world_rank == 0)
+      std::fprintf(stderr, "shaddr-interpose: off, every call goes to PMPI_*: %s\n",
+                   disagree.c_str());
+  } else if (g_settings.off) {
     g_off = true;
     g_off_why = "SHADDR_INTERPOSE=0";
   } else if (provided == MPI_THREAD_MULTIPLE) {
@@ -263,7 +293,7 @@ void init_globals() {
       std::fprintf(stderr, "shaddr-interpose: SHADDR_VERIFY=1 ignored: the interposer is off (%s)\n",
                    g_off_why.c_str());
   }
-  if (g_off && g_settings.verbose) {
+  if (g_off && g_settings.verbose && disagree.empty()) {
     int r = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &r);
     if (r == 0) std::fprintf(stderr, "shaddr-interpose: off (%s): every call goes to PMPI_*\n",
@@ -272,12 +302,12 @@ void init_globals() {
 }
 
 bool interposer_active() {
-  if (!g_inited) init_globals();
+  if (!g_inited) init_globals(false);
   return g_inited && !g_off;
 }
 
 State *state_of(MPI_Comm comm) {
-  if (!g_inited) init_globals();
+  if (!g_inited) init_globals(false);
   if (!g_inited || g_off || comm == MPI_COMM_NULL) return nullptr;
   void *val = nullptr;
   int flag = 0;
@@ -311,9 +341,13 @@ State *state_of(MPI_Comm comm) {
       std::fprintf(stderr, "shaddr-interpose: forwarded to PMPI_* below (bytes): %s\n",
                    t.c_str());
     }
-    if (!s->usable)
-      std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: forwarded (%s)\n",
-                   s->size, s->why.c_str());
+  }
+  static bool config_error_said = false;  // unasked: once per process
+  if (!s->usable && s->rank == 0 &&
+      (g_settings.verbose || (s->config_error && !config_error_said))) {
+    std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: forwarded (%s)\n", s->size,
+                 s->why.c_str());
+    config_error_said = config_error_said || s->config_error;
   }
   PMPI_Comm_set_attr(comm, g_keyval, s);
   return s->usable ? s : nullptr;

@@ -19,6 +19,7 @@ struct State {
   MPI_Comm comm = MPI_COMM_NULL;  // the user's communicator (not owned)
   bool usable = false;            // false: every collective on it is forwarded
   std::string why;                // why not usable (SHADDR_VERBOSE)
+  bool config_error = false;      // not usable because of a wrong setting: said unasked
   int rank = 0, size = 0;
 
   // Hierarchy. Node ranks follow comm rank order; nodes are numbered by their leader's rank.
@@ -70,7 +71,9 @@ State *state_of(MPI_Comm comm);
 
 // Frees every live state (reverse creation order) before PMPI_Finalize.
 void finalize_all();
-void init_globals();
+// Reads the settings once. @at_init: called by MPI_Init(_thread) on every rank, so the
+// settings are agreed over MPI_COMM_WORLD (else this rank's own are used).
+void init_globals(bool at_init);
 // MPI is initialised and the interposer does not forward everything (SHADDR_INTERPOSE=0,
 // MPI_THREAD_MULTIPLE).
 bool interposer_active();

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "settings.h"
+
 namespace shaddr {
 
 int Backend::map(int, uintptr_t, size_t, RegCache::Ref *) { return -ENOTSUP; }
@@ -55,8 +57,12 @@ constexpr Candidate kCandidates[] = {
 }  // namespace
 
 int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *reason) {
-  const char *env = std::getenv("SHADDR_BACKEND");
-  const std::string want = env && *env ? env : "auto";
+  SettingsReader in;
+  const std::string want = in.word("SHADDR_BACKEND", "auto");
+  if (in.error()) {
+    *reason = in.why();
+    return in.error();
+  }
   std::string why;
   if (want != "auto") {
     for (const Candidate &c : kCandidates) {
@@ -65,7 +71,7 @@ int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::
       *reason = err ? "SHADDR_BACKEND=" + want + ": " + why : want + " (SHADDR_BACKEND)";
       return err;
     }
-    *reason = "SHADDR_BACKEND=" + want + ": unknown (segment, window, cma, shm or auto)";
+    *reason = "SHADDR_BACKEND=" + want + ": no such backend (libshaddr bug)";
     return -EINVAL;
   }
   std::string not_chosen;

@@ -66,7 +66,12 @@ class ShmBackend final : public Backend {
 }  // namespace
 
 int make_shm_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why) {
-  size_t staging = env_size("SHADDR_SHM_STAGING", kDefaultStaging);
+  SettingsReader in;
+  size_t staging = in.size("SHADDR_SHM_STAGING", kDefaultStaging);
+  if (in.error()) {
+    *why = in.why();
+    return in.error();
+  }
   staging = (staging + 4095) / 4096 * 4096;
   // The region's layout depends on it: every rank must use the same size.
   std::vector<size_t> all(host.size);

@@ -130,7 +130,9 @@ class WindowBackend final : public Backend {
 
 // SHADDR_WINDOW_SLOT: 1M, 16M or 256M (bytes or with a suffix); 0 = the module's default.
 int slot_size_from_env(uint64_t *size) {
-  *size = env_size("SHADDR_WINDOW_SLOT", 0);
+  SettingsReader in;
+  *size = in.size("SHADDR_WINDOW_SLOT", 0);
+  if (in.error()) return in.error();
   if (*size == 0 || *size == SHADDR_SLOT_1M || *size == SHADDR_SLOT_16M ||
       *size == SHADDR_SLOT_256M)
     return 0;

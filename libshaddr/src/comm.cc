@@ -48,15 +48,21 @@ Tuning Tuning::from_env() {
   // source once, so a segment of half the L2 keeps source and destination lines resident.
   const size_t l2 = t.l2 ? t.l2 : (512u << 10);
   const size_t l1 = t.l1 ? t.l1 : (32u << 10);
-  t.chunk = env_size("SHADDR_CHUNK", l2 / 2);
-  t.reduce_unit = env_size("SHADDR_REDUCE_UNIT", l1 / 2);
-  t.bcast_fifo_max = env_size("SHADDR_BCAST_FIFO_MAX", 16u << 10);
-  t.slot_max = env_size("SHADDR_SLOT_MAX", 4096);
-  t.bcast_streams = static_cast<int>(env_size("SHADDR_BCAST_STREAMS", 4));
-  t.bcast_streams_min = env_size("SHADDR_BCAST_STREAMS_MIN", 8u << 20);
-  t.allgather_ring = static_cast<int>(env_size("SHADDR_ALLGATHER_RING", 2));
-  if (t.chunk < 4096) t.chunk = 4096;
-  if (t.reduce_unit < 256) t.reduce_unit = 256;
+  // Values were checked by agree_settings() (declared ranges in settings_table.cc).
+  SettingsReader in;
+  t.chunk = std::max<size_t>(in.size("SHADDR_CHUNK", l2 / 2), 4096);
+  t.reduce_unit = std::max<size_t>(in.size("SHADDR_REDUCE_UNIT", l1 / 2), 256);
+  t.bcast_fifo_max = in.size("SHADDR_BCAST_FIFO_MAX", 16u << 10);
+  t.slot_max = in.size("SHADDR_SLOT_MAX", 4096);
+  t.bcast_streams = static_cast<int>(in.size("SHADDR_BCAST_STREAMS", 4));
+  t.bcast_streams_min = in.size("SHADDR_BCAST_STREAMS_MIN", 8u << 20);
+  t.allgather_ring = in.choice("SHADDR_ALLGATHER_RING", 2);  // "0 1 auto"
+  t.bcast_fifo_configured = in.is_set("SHADDR_BCAST_FIFO_MAX");
+  t.fail_inject = in.size("SHADDR_FAIL_INJECT", 0);
+  t.fail_inject_rank =
+      in.is_set("SHADDR_FAIL_INJECT_RANK")
+          ? static_cast<int>(std::min<uint64_t>(in.size("SHADDR_FAIL_INJECT_RANK", 0), INT32_MAX))
+          : -1;
   return t;
 }
 
@@ -65,6 +71,11 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   if (!c) return -ENOMEM;
   c->rank_ = host.rank;
   c->size_ = host.size;
+  // First of all, before anything depends on them: settings that do not parse on some rank,
+  // or that decide the protocol and differ between ranks, are refused by every rank.
+  if (int err = agree_settings(SettingLayer::kLibrary, host.rank, host.size, host.allgather,
+                               host.ctx, why))
+    return err;
   c->tuning_ = Tuning::from_env();
   NodeBlockConfig cfg;
   if (c->tuning_.slot_max > cfg.reduce_slot_bytes) c->tuning_.slot_max = cfg.reduce_slot_bytes;
@@ -76,7 +87,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   }
   // Copy-only backends pay a system call per read: the FIFO's two copies win far longer
   // (shaddr-tune on cma, 2 ranks: FIFO alpha 0.02 us vs 3.4 us, still ahead at 256 KiB).
-  if (std::strcmp(c->backend_->name(), "cma") == 0 && !configured("SHADDR_BCAST_FIFO_MAX"))
+  if (std::strcmp(c->backend_->name(), "cma") == 0 && !c->tuning_.bcast_fifo_configured)
     c->tuning_.bcast_fifo_max = 256u << 10;
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
   c->pids_.resize(host.size);

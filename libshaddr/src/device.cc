@@ -46,6 +46,7 @@ int Device::version(struct shaddr_version *out) const { return call(SHADDR_IOC_V
 extern "C" {
 
 const char *shaddr_device_path(void) {
+  // SHADDR_DEVICE (settings_table.cc): the environment's own string stays valid.
   const char *env = std::getenv("SHADDR_DEVICE");
   return env && *env ? env : "/dev/" SHADDR_DEVICE_NAME;
 }

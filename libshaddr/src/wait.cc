@@ -68,35 +68,32 @@ bool oversubscribed(int node_ranks) {
 }
 
 int WaitPolicy::from_env(int node_ranks, WaitPolicy *out, std::string *err) {
-  const char *v = std::getenv("SHADDR_WAIT");
-  const std::string mode = v && *v ? v : "auto";
+  SettingsReader in;  // checked by agree_settings() when a node communicator is created
+  const int mode = in.choice("SHADDR_WAIT", 0);  // "auto spin sleep"
   WaitPolicy p;
   // Oversubscribed: a few pauses (the flag may be just about to change), two yields (the rank
   // waited for may be next in this CPU's queue), then sleep.
   WaitPolicy soon;
   soon.spins = 16;
   soon.yields = 2;
-  if (mode == "auto") {
+  if (mode == 0) {
     if (oversubscribed(node_ranks)) {
       p = soon;
       p.why = "auto: more ranks than CPUs, sleep soon";
     } else {
       p.why = "auto: a CPU per rank, spin and yield first";
     }
-  } else if (mode == "sleep") {
+  } else if (mode == 2) {
     p = soon;
     p.why = "SHADDR_WAIT=sleep";
-  } else if (mode == "spin") {
+  } else {
     p.sleep = false;
     p.why = "SHADDR_WAIT=spin: never sleep";
-  } else {
-    *err = "SHADDR_WAIT=" + mode + ": not auto, spin or sleep";
-    return -EINVAL;
   }
-  const size_t us = env_size("SHADDR_WAIT_SLEEP_MAX", 1000);
-  if (us == 0 || us > 60u * 1000 * 1000) {
-    *err = "SHADDR_WAIT_SLEEP_MAX=" + std::to_string(us) + ": not 1 to 60000000 microseconds";
-    return -EINVAL;
+  const size_t us = in.size("SHADDR_WAIT_SLEEP_MAX", 1000);
+  if (in.error()) {
+    *err = in.why();
+    return in.error();
   }
   p.sleep_max_ns = static_cast<long>(us) * 1000;
   *out = p;

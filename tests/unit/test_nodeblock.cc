@@ -323,7 +323,7 @@ TEST(Wait, PolicyFromTheEnvironment) {
   unsetenv("SHADDR_WAIT_SLEEP_MAX");
   setenv("SHADDR_WAIT", "busy", 1);
   EXPECT_EQ(WaitPolicy::from_env(1, &p, &err), -EINVAL);
-  EXPECT_NE(err.find("SHADDR_WAIT=busy: not auto, spin or sleep"), std::string::npos) << err;
+  EXPECT_NE(err.find("SHADDR_WAIT=busy: not one of: auto spin sleep"), std::string::npos) << err;
   unsetenv("SHADDR_WAIT");
   // More ranks of the job here than CPUs: auto sleeps soon; fewer: it spins and yields first.
   setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1000", 1);

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+// The declarations of every setting (settings.h). README's settings table is printed from this
+// file (`shaddr-info --settings=markdown`); tests/unit keeps the two in sync.
+#include <cstdint>
+
+#include "settings.h"
+
+namespace shaddr {
+namespace {
+
+using T = SettingType;
+using L = SettingLayer;
+constexpr uint64_t kMax = UINT64_MAX;
+constexpr uint64_t kKi = 1024, kMi = kKi * kKi, kGi = kMi * kKi, kTi = kGi * kKi;
+
+// A setting that libshaddr or the interposer reads.
+constexpr SettingDef typed(const char *name, T type, L layer, bool equal, bool tunable,
+                           uint64_t lo, uint64_t hi, const char *choices, const char *dflt,
+                           const char *doc) {
+  return {name, type, layer, equal, tunable, lo, hi, choices, "", dflt, doc};
+}
+// Documented here, read elsewhere (a tool, a test, the module, MPICH).
+constexpr SettingDef other(const char *name, const char *kind, const char *dflt,
+                           const char *doc) {
+  return {name, T::kDoc, L::kOther, false, false, 0, 0, "", kind, dflt, doc};
+}
+
+// Per rank / equal on every rank / also from the tuning file.
+constexpr bool kRank = false, kEqual = true, kTunable = true, kEnvOnly = false;
+
+constexpr SettingDef kSettings[] = {
+    // --- libshaddr ---
+    typed("SHADDR_DEVICE", T::kText, L::kLibrary, kRank, kEnvOnly, 0, 0, "", "`/dev/shaddr`",
+          "device node libshaddr, libxpmem and `shaddr-info` open"),
+    typed("SHADDR_BACKEND", T::kChoice, L::kLibrary, kEqual, kEnvOnly, 0, 0,
+          "auto segment window cma shm", "`auto`",
+          "`auto` (the first that works of `segment`, `window`, `cma`, `shm`; "
+          "`SHADDR_VERBOSE=1` says why the others were passed over), or one of them by name"),
+    typed("SHADDR_WINDOW_SLOT", T::kSize, L::kLibrary, kEqual, kEnvOnly, 0, 256 * kMi, "",
+          "`0`",
+          "`window` backend: slot (block) size, `1M`, `16M` or `256M`; `0`: the module's "
+          "`slot_size`"),
+    typed("SHADDR_SHM_STAGING", T::kSize, L::kLibrary, kEqual, kEnvOnly, 4 * kKi, kTi, "",
+          "`256M`",
+          "`shm` backend: bytes of staging area per rank, into which exposed buffers are "
+          "copied; a collective whose buffers do not fit gets `ENOBUFS`"),
+    typed("SHADDR_VERBOSE", T::kBool, L::kLibrary, kRank, kEnvOnly, 0, 0, "", "`0`",
+          "`1`: rank 0 of each node communicator prints the backend, why it was chosen, and "
+          "the tuning in force; fallbacks say why; the interposer and the patched MPICH say "
+          "what they do"),
+    typed("SHADDR_TUNING_FILE", T::kText, L::kLibrary, kRank, kEnvOnly, 0, 0, "", "—",
+          "file of `NAME=VALUE` lines for the settings of kind `env / tuning file`; the "
+          "environment wins "
+          "over it. `build/tools/shaddr-tune -n RANKS -o FILE` writes one from this machine's "
+          "measurements (fits T = alpha + s/beta per algorithm, threshold at the crossing)"),
+    typed("SHADDR_CHUNK", T::kSize, L::kLibrary, kEqual, kTunable, 4 * kKi, kGi, "", "L2 / 2",
+          "copy unit of pipelined transfers (seed 001's cache-aware segment)"),
+    typed("SHADDR_REDUCE_UNIT", T::kSize, L::kLibrary, kEqual, kTunable, 256, 64 * kMi, "",
+          "L1d / 2",
+          "bytes of the vector reduced per pipeline step (the accumulator stays in L1)"),
+    typed("SHADDR_BCAST_FIFO_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, kGi, "",
+          "`16384` (`262144` on `cma`)",
+          "Bcast of at most this many bytes goes through the Bcast FIFO (no closing barrier); "
+          "larger ones copy straight from the root"),
+    typed("SHADDR_ALLGATHER_RING", T::kChoice, L::kLibrary, kEqual, kTunable, 0, 0, "0 1 auto",
+          "`auto`",
+          "`1`: Allgather(v) above the slot size always goes round the ring (not on `shm`, "
+          "whose exposures are copies); `0`: never; `auto`: where the backend cannot map every "
+          "peer at once (`window`: more than max_slots + 1 ranks)"),
+    typed("SHADDR_SLOT_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, 4 * kKi, "", "`4096`",
+          "Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose per-rank data is "
+          "at most this many bytes, and Allgatherv whose every block is at most 8 bytes less, "
+          "go through the seed-004 slots in the control block (no closing barrier)"),
+    typed("SHADDR_BCAST_STREAMS", T::kInt, L::kLibrary, kEqual, kTunable, 1, 255, "", "`4`",
+          "streams of a multi-stream Bcast (seed 004 colors); `1` turns it off"),
+    typed("SHADDR_BCAST_STREAMS_MIN", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "`8M`", "smallest Bcast cut into streams (with 3 or more ranks)"),
+    typed("SHADDR_WAIT", T::kChoice, L::kLibrary, kRank, kEnvOnly, 0, 0, "auto spin sleep",
+          "`auto`",
+          "how a rank waits for a peer: `auto` (spin and yield with a CPU per rank; with more "
+          "ranks than CPUs 16 pauses, 2 yields, then sleep on the peer's doorbell futex), "
+          "`spin` (never sleep), `sleep` (sleep soon, as when oversubscribed)"),
+    typed("SHADDR_WAIT_SLEEP_MAX", T::kInt, L::kLibrary, kRank, kEnvOnly, 1, 60000000, "",
+          "`1000`",
+          "microseconds one sleep of a waiter lasts at most before it looks again, so a peer "
+          "that died is noticed"),
+    typed("SHADDR_FAIL_INJECT", T::kInt, L::kLibrary, kEqual, kEnvOnly, 0, kMax, "", "`0`",
+          "testing aid: on each node communicator, the n-th step that can fail (exposing a "
+          "buffer, mapping or reading a peer's) fails with `ECANCELED`, so every fallible step "
+          "of every algorithm, and the callers' fallbacks, can be reached; `0`: off"),
+    typed("SHADDR_FAIL_INJECT_RANK", T::kInt, L::kLibrary, kEqual, kEnvOnly, 0, kMax, "",
+          "all ranks", "testing aid: `SHADDR_FAIL_INJECT` on this node rank only"),
+    // --- the interposer: equal on every rank of the job, agreed at MPI_Init ---
+    typed("SHADDR_NODES", T::kInt, L::kInterposer, kEqual, kEnvOnly, 0, 1 << 20, "", "`0`",
+          "interposer, testing aid: cut each node into this many virtual nodes (blocks of node "
+          "ranks), so the multi-node hierarchy runs on one machine; `0`/`1`: real nodes"),
+    typed("SHADDR_INTERPOSE", T::kBool, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "`1`",
+          "`0`: the interposer forwards every call to `PMPI_*`"),
+    typed("SHADDR_INTERPOSE_MIN", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
+          "per call, below",
+          "interposer: sets every `SHADDR_INTERPOSE_MIN_<CALL>` at once (`0`: every non-empty "
+          "call through libshaddr, as the MPI tests run)"),
+    typed("SHADDR_INTERPOSE_MIN_BCAST", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
+          "MPICH `16384`, Open MPI `16`",
+          "interposer: Bcasts of fewer bytes go to `PMPI_*`, where stock MPI measured faster "
+          "(see \"Thresholds\" under the interposer)"),
+    typed("SHADDR_INTERPOSE_MIN_REDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
+          "", "`0`", "the same for Reduce"),
+    typed("SHADDR_INTERPOSE_MIN_ALLREDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
+          "", "MPICH `0`, Open MPI `512`", "the same for Allreduce"),
+    typed("SHADDR_INTERPOSE_MIN_GATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
+          "", "`0`", "the same for Gather (bytes per rank's block)"),
+    typed("SHADDR_INTERPOSE_MIN_SCATTER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
+          "", "`0`", "the same for Scatter (bytes per rank's block)"),
+    typed("SHADDR_INTERPOSE_MIN_ALLGATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
+          "", "MPICH `0`, Open MPI `512`", "the same for Allgather (bytes per rank's block)"),
+    typed("SHADDR_INTERPOSE_MIN_ALLGATHERV", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0,
+          kMax, "", "`0`",
+          "the same for Allgatherv (bytes in all); Gatherv, Scatterv and Alltoallv have none "
+          "(not every rank knows the sizes)"),
+    typed("SHADDR_INTERPOSE_MIN_ALLTOALL", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
+          "", "MPICH `0`, Open MPI `512`", "the same for Alltoall (bytes per rank's block)"),
+    typed("SHADDR_INTERPOSE_SEGMENT", T::kSize, L::kInterposer, kEqual, kEnvOnly, 4 * kKi, kGi,
+          "", "`256K`",
+          "interposer: piece size of the leaders' pipelined Bcast across nodes (at most 1024 "
+          "pieces per message)"),
+    typed("SHADDR_INTERPOSE_FAIL_EVERY", T::kInt, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
+          "`0`",
+          "interposer, testing aid: every n-th libshaddr call on a communicator is reported "
+          "failed after it ran, so the fallback to `PMPI_*` (with in-place inputs restored) is "
+          "exercised; `0`: off"),
+    typed("SHADDR_INTERPOSE_MESH_MAX", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
+          "`64`",
+          "interposer: across nodes, Alltoall blocks up to this many bytes go through the "
+          "leaders' 2D virtual mesh (seed 002's message combining; 4 or more leaders that "
+          "factor into at least 2 x 2)"),
+    typed("SHADDR_VERIFY", T::kBool, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "`0`",
+          "interposer: `1` checks every intercepted collective against the MPI library's own "
+          "(`PMPI_*` on copies of the buffers) and the ranks' call sequences per communicator; "
+          "a mismatch names communicator, call, collective and first differing byte, then "
+          "`MPI_Abort(..., 70)` (see \"Verification mode\")"),
+    typed("SHADDR_VERIFY_INJECT", T::kInt, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "", "`0`",
+          "testing aid for `SHADDR_VERIFY=1`: spoil the n-th checked result, so that the tests "
+          "see a mismatch caught"),
+    // --- read by tools, tests, the module and the patched MPICH ---
+    other("SHADDR_INTERPOSE_DIR", "env", "next to `shaddr-run`",
+          "where `shaddr-run` looks for `libshaddr-{mpich,openmpi}.so`"),
+    other("SHADDR_TEST_MPI", "env", "—",
+          "`full`: `tools/shaddr-test mpi` runs the whole interposer matrix (`make "
+          "test-mpi-full`)"),
+    other("SHADDR_TEST_FULL", "env", "`0`",
+          "`1` (`make test-full`): `tools/shaddr-test` adds the labels `kmod-full` and "
+          "`mpi-full` to what `make test` runs"),
+    other("SHADDR_MPICH_COLL_TIMEOUT", "env", "`180`",
+          "seconds per MPICH `test/mpi/coll` program run by `tests/mpi/run-mpich-coll`"),
+    other("MPIR_CVAR_<COLL>_POSIX_INTRA_ALGORITHM", "env (patched MPICH)", "`auto`",
+          "`<COLL>` = `BCAST`, `REDUCE`, `ALLREDUCE`, `BARRIER` (also `mpir`, "
+          "`release_gather`), `ALLGATHER`, `ALLTOALL` (also `mpir`): `shaddr` forces the "
+          "single-copy algorithm, `auto` follows the patched json trees"),
+    other("MPIR_CVAR_CH4_POSIX_SHADDR_ENABLE", "env (patched MPICH)", "`1`",
+          "`0`: do not load libshaddr; the shaddr algorithms fall back to "
+          "`release_gather`/MPIR"),
+    other("MPIR_CVAR_CH4_POSIX_SHADDR_LIBRARY", "env (patched MPICH)", "`libshaddr.so.0`",
+          "what the patched MPICH `dlopen`s"),
+    other("MPIR_CVAR_CH4_POSIX_SHADDR_VERBOSE", "env (patched MPICH)", "`0`",
+          "`1` (or `SHADDR_VERBOSE=1`): rank 0 says whether libshaddr was loaded, every "
+          "fallback and why, and each communicator's libshaddr call counters when it is "
+          "freed"),
+    other("MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`0`",
+          "smaller Bcasts (bytes) take `release_gather` even when shaddr is selected"),
+    other("MPIR_CVAR_REDUCE_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`0`",
+          "the same for Reduce and Allreduce"),
+    other("MPIR_CVAR_CH4_POSIX_COLL_SELECTION_TUNING_JSON_FILE", "env (patched MPICH)", "—",
+          "json file replacing the posix selection tree (read from this CVAR since patch "
+          "0001)"),
+    other("SHADDR_BUILD", "env", "`build`",
+          "build directory `tools/shaddr-mpich` and `tests/mpich/run-mpich-tests` use "
+          "(libshaddr from it, MPICH into `<it>/mpich`)"),
+    other("SHADDR_CACHE", "env", "`$XDG_CACHE_HOME/shaddr`",
+          "where `tools/shaddr-mpich` and `tools/shaddr-mpich-source` cache the MPICH source and "
+          "the patched MPICH's builds"),
+    other("SHADDR_MPICH_TEST_TIMEOUT", "env", "`300`",
+          "seconds per MPI run in `tests/mpich/run-mpich-tests`"),
+    other("SHADDR_VM_KERNEL", "env", "`6.1`",
+          "kernel `tools/shaddr-vm` boots when `--kernel` is not given (`6.1`, `6.12`, "
+          "`debug` or an exact version)"),
+    other("SHADDR_VM_TIMEOUT", "env", "`900`",
+          "seconds before `tools/shaddr-vm` kills the guest (`--timeout`)"),
+    other("SHADDR_VM_PARALLEL", "env", "`0`",
+          "`1`: let several `tools/shaddr-vm` guests run at once (by default each waits "
+          "for the previous one: a guest uses every core)"),
+    other("SHADDR_VM_ACCEL", "env", "`auto`",
+          "`auto`, `kvm` or `tcg` (`--accel`)"),
+    other("SHADDR_VM_RESULTS", "env (set in the guest)", "—",
+          "the guest's path of the results directory"),
+    other("SHADDR_TEST_KERNELS", "env / CMake cache", "`6.1 6.12` (+ `debug` when built)",
+          "kernel series the `kmod` tests boot; the environment's list is taken as is; "
+          "the MPI suites never run on `debug`"),
+    other("SHADDR_DEBUG_KERNEL_SLOWDOWN", "CMake cache", "`4`",
+          "factor on the time limits of the debug kernel's guests"),
+    other("KDIR", "make variable", "every `/lib/modules/*/build` and the debug kernel's tree",
+          "kernel build directory to build `shaddr.ko` against"),
+    other("XDG_CACHE_HOME", "env", "`~/.cache`",
+          "`shaddr/` below it caches the VM initramfs, the KVM probe, `checkpatch.pl` and"
+          " the debug kernel (`kernel/`)"),
+    other("SHADDR_FUZZ_SECONDS", "CMake cache", "`60`",
+          "how long the ioctl fuzzer (`tests/kmod/ioctl_fuzz.cc`) runs per kernel in "
+          "`make test`"),
+    other("SHADDR_TEST_SLOWDOWN", "env (set in the guest)", "`1`",
+          "time factor of `tests/kmod/test_lifetime.cc`'s races and limits; "
+          "`lifetime.cmake` sets `SHADDR_DEBUG_KERNEL_SLOWDOWN` for the debug kernel"),
+    other("SHADDR_RACE_SECONDS", "CMake cache / env", "`60`",
+          "how long the race stress program (`tests/kmod/race_stress.cc`) runs per kernel"),
+    other("SHADDR_RACE_SEED", "env", "random",
+          "race stress: the seed (printed by every run) to repeat a run's random choices"),
+    other("SHADDR_RACE_SKIP", "env", "—",
+          "race stress, diagnosis aid: comma-separated parts left out (`mremap`, `plain`)"),
+    other("SHADDR_TEST_BACKENDS", "env", "`cma shm` (host), `segment window` (VM)",
+          "backends the collectives' differential tests (`tests/unit/test_coll.cc`) run "
+          "on"),
+    other("SHADDR_TEST_NODE_SIZES", "env", "`1 2 3 4 7 8`",
+          "node sizes (threads as ranks) of the collectives' differential tests; `make "
+          "test`'s ASan run and the VM use `1 2 3 4`"),
+    other("SHADDR_TEST_BIG_SIZES", "env", "—",
+          "extra message sizes (bytes, space-separated) for the collectives' differential"
+          " tests"),
+    other("SHADDR_SOAK_ITERATIONS", "env", "`10000`",
+          "calls of the collectives' soak test (`make test` under ASan and in the VM: "
+          "2000)"),
+    other("SHADDR_SCALAPACK_TIMEOUT", "env", "Open MPI `120`, MPICH `500`",
+          "seconds per driver run in `tests/mpi/run-scalapack`"),
+    other("SHADDR_TEST_LACON_POISON", "env", "—",
+          "`rank`: `tests/mpi/scalapack/lacon_est.c` leaves a rank-dependent EST, to show"
+          " ScaLAPACK's own failure stock (`lacon-bug`); `trace`: EST initialised, every "
+          "PSLACON call traced (`lacon-trace`)"),
+    other("SHADDR_TEST_LACON_TRACE_DIR", "env", "—",
+          "with `SHADDR_TEST_LACON_POISON=trace`: directory of the per-rank PSLACON traces "
+          "(`rank-R`; `tests/mpi/run-scalapack lacon-trace` sets it)"),
+    other("SHADDR_SCALAPACK_DIR", "env", "`/usr/lib/x86_64-linux-gnu/scalapack`",
+          "the ScaLAPACK test drivers `tests/mpi/run-scalapack` runs"),
+    other("SHADDR_SCALAPACK_DATA", "env", "`/usr/share/scalapack`", "the drivers' input files"),
+    other("SHADDR_EXPECT", "env", "—",
+          "`tests/mpi/coll_diff.c`: what the interposer's counters must show (`accel`, `hier`, "
+          "`off`, `none`); `SHADDR_EXPECT_MESH=1`: the leaders' mesh Alltoall ran"),
+    other("max_slots", "module parameter", "`3`",
+          "window slots per open file (1–16)"),
+    other("slot_size", "module parameter", "`16777216`",
+          "default slot (block) size: 1, 16 or 256 MiB"),
+    other("max_exports", "module parameter", "`256`",
+          "handles and segments together that one open file may export, and (counted "
+          "apart) access ids it may hold; the next gets `ENOSPC`"),
+    other("max_attachments", "module parameter", "`8192`",
+          "segment attachments per open file; the next ATTACH gets `ENOSPC`"),
+    other("max_attach_mib", "module parameter", "`1048576`",
+          "MiB of segment attachments per open file; beyond it ATTACH gets `ENOMEM`"),
+};
+
+}  // namespace
+
+std::span<const SettingDef> setting_defs() { return kSettings; }
+
+}  // namespace shaddr
