@@ -1,0 +1,109 @@
+// shaddr::heap -- a process heap that node peers can map.
+//
+// What it is
+//   libshaddr-heap replaces the malloc family. Every allocation of SHADDR_HEAP_MIN bytes or
+//   more (and every shaddr::heap::alloc(), for MPI_Alloc_mem) comes from one per-process
+//   memfd, mapped MAP_SHARED at a fixed virtual range of this process. A peer that holds the
+//   memfd's descriptor (passed over SCM_RIGHTS; no ptrace rights needed) maps it once and
+//   reads any heap buffer of this process at `peer_map + (addr - base())`: contains() gives
+//   that offset. Smaller allocations, and everything when the heap is off, go to glibc's
+//   malloc unchanged.
+//
+// Why jemalloc (Debian's libjemalloc-dev 5.3, linked privately)
+//   jemalloc's extent hooks are exactly the seam this needs: a dedicated arena
+//   (arenas.create) gets all of its memory, metadata included, from our alloc hook, and tells
+//   us when pages are free (purge_forced), which we turn into fallocate(PUNCH_HOLE) so RSS
+//   follows the program. mimalloc 2.0.9 can be given a fixed region (mi_manage_os_memory) but
+//   has no per-region purge hook: freed pages would be madvise()d, which does not free the
+//   pages of a shared file mapping, and its heaps are per thread. jemalloc is only the
+//   allocator of the memfd range: malloc routes by size on the way in and by address on the
+//   way out (free, realloc, malloc_usable_size), so memory from glibc, also memory allocated
+//   before the heap existed, goes back to glibc. jemalloc's public names are renamed
+//   (shaddr_je_*, see prefix_jemalloc.cmake), so it clashes neither with this malloc nor with
+//   a jemalloc the program loads.
+//
+// Layout
+//   One PROT_NONE reservation of SHADDR_HEAP_MAX bytes, 2 MiB aligned; the memfd is mapped
+//   MAP_SHARED|MAP_FIXED over its start as jemalloc asks for extents (the file grows in
+//   32 MiB steps), so file offset == address - base(). Extents are handed out once, from the
+//   bottom up (jemalloc retains and reuses them); freed pages are hole-punched.
+//   SHADDR_HEAP_MAX defaults to min(physical RAM, 64 GiB): a heap larger than RAM cannot be
+//   resident anyway, and every rank of a node maps every peer's range, so 64 GiB keeps
+//   ranks x range within x86-64's 128 TiB of user address space up to ~1,900 ranks per node.
+//   The range is virtual only: untouched pages cost nothing.
+//
+// Settings (read once, at load; see config_from_env() in heap.cc)
+//   SHADDR_HEAP      auto (default): malloc-family allocations >= SHADDR_HEAP_MIN and alloc();
+//                    mpi-alloc-only: only alloc(); off: nothing (no memfd, no reservation).
+//   SHADDR_HEAP_MIN  bytes, K/M/G suffixes (KiB...). Default 64 KiB: below that glibc's bins
+//                    are faster than a locked jemalloc large allocation, and messages that
+//                    small are copied through shared buffers anyway.
+//   SHADDR_HEAP_MAX  bytes, K/M/G suffixes; the reservation (see above).
+//   SHADDR_VERBOSE=1 one line on stderr at load: on (and where), or off and why.
+//
+// Semantics kept
+//   calloc zeroes (jemalloc tracks which extents are known zero; punched and fresh pages are);
+//   realloc across the threshold moves the data both ways; all alignments; free and
+//   malloc_usable_size of glibc memory; threads; fork: the child copies the heap into its own
+//   memfd in its first fork handler while the parent waits in its own, so neither side sees
+//   the other's later writes (a write by another parent thread *during* fork() may or may
+//   not reach the child, page by page); exec: the memfd is MFD_CLOEXEC; exhaustion of
+//   SHADDR_HEAP_MAX and any failure of the heap fall back to glibc.
+//
+// When the heap steps aside (status().reason says which)
+//   - sanitizer builds (SHADDR_SANITIZE, or -fsanitize=address/thread/memory): the malloc
+//     family is not defined at all, the sanitizer's allocator stays in charge;
+//   - a program that brings its own allocator: at load, dlsym(RTLD_DEFAULT, "malloc") is not
+//     this library's malloc (the executable, or a library before us in the lookup order,
+//     defines it); then this malloc is never called by the program and the heap stays off;
+//   - memfd_create() or the reservation fails (seccomp, RLIMIT_NOFILE, RLIMIT_AS, ...).
+//
+// Limits
+//   fork handlers cover fork(); a raw clone()/_Fork() child without CLONE_VM shares the heap
+//   with its parent until it execs. jemalloc reads MALLOC_CONF like any jemalloc.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+namespace shaddr::heap {
+
+enum class Mode { off, automatic, mpi_alloc_only };
+
+struct Status {
+  bool on = false;          // the memfd heap exists and serves allocations
+  Mode mode = Mode::off;    // SHADDR_HEAP as read
+  const char *reason = "";  // why on or off, one line, valid for the life of the process
+  int fd = -1;              // the memfd (MFD_CLOEXEC); -1 when off
+  void *base = nullptr;     // start of the reserved range == offset 0 of the file
+  std::size_t reserved = 0; // size of the reserved range (SHADDR_HEAP_MAX); map this much
+  std::size_t min_size = 0; // malloc threshold (SHADDR_HEAP_MIN); 0 when malloc never routes
+};
+
+// The heap's state; initialises it on first use (normally done at load).
+Status status();
+bool enabled();
+int fd();
+void *base();
+std::size_t reserved_size();
+
+// Offset in the heap file of [addr, addr + len) if all of it lies in the part of the heap
+// handed out so far (below the file's size), else nullopt. len 0 is treated as 1.
+std::optional<std::size_t> contains(const void *addr, std::size_t len);
+
+// Allocation that comes from the heap whenever the heap is on (mpi-alloc-only included),
+// whatever its size; from the normal allocator otherwise. Release with free() or
+// shaddr::heap::release().
+void *alloc(std::size_t size);
+void release(void *p);
+
+// The heap file's current size (what a peer can read), and the bytes it holds in memory
+// (st_blocks). For tests and statistics.
+std::size_t file_size();
+std::size_t file_resident();
+
+// Returns every unused page of the heap to the system now (jemalloc's arena purge, which
+// hole-punches). Normally jemalloc's decay does this within about a second of activity.
+void purge();
+
+}  // namespace shaddr::heap

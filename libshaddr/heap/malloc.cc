@@ -1,0 +1,179 @@
+// The malloc family of libshaddr-heap: route by size into the heap, by address out of it.
+//
+// Requests of SHADDR_HEAP_MIN bytes or more go to the heap's jemalloc arena when it is on,
+// everything else (and whatever the heap cannot take: a full range, an error) to glibc's
+// malloc through its __libc_* entry points. free, realloc and malloc_usable_size look at the
+// address: inside the reserved range is the heap's, anything else is glibc's, including
+// memory allocated before the heap existed. The fast paths are one relaxed load and a
+// compare; nothing here throws or allocates on its own.
+//
+// Not compiled in sanitizer builds: the sanitizer's allocator must stay in charge.
+#include <errno.h>
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "heap_internal.h"
+
+#if !defined(SHADDR_HEAP_SANITIZER) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+
+extern "C" {
+void *__libc_malloc(size_t);
+void __libc_free(void *);
+void *__libc_calloc(size_t, size_t);
+void *__libc_realloc(void *, size_t);
+void *__libc_memalign(size_t, size_t);
+}
+
+namespace {
+
+using namespace shaddr::heap::detail;
+
+bool routed(size_t n) { return n >= g_route_min.load(std::memory_order_relaxed); }
+
+size_t page_size() {
+  static const size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+  return ps;
+}
+
+bool power_of_two(size_t a) { return a && !(a & (a - 1)); }
+
+// glibc's malloc_usable_size (this library defines the name, so look it up behind us).
+size_t glibc_usable_size(void *p) {
+  using fn = size_t (*)(void *);
+  static std::atomic<fn> f{nullptr};
+  fn g = f.load(std::memory_order_acquire);
+  if (!g) {
+    g = reinterpret_cast<fn>(dlvsym(RTLD_NEXT, "malloc_usable_size", "GLIBC_2.2.5"));
+    if (!g) g = reinterpret_cast<fn>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+    if (!g) return 0;
+    f.store(g, std::memory_order_release);
+  }
+  return g(p);
+}
+
+size_t usable_size(void *p) {
+  if (!p) return 0;
+  return in_heap(p) ? engine_usable_size(p) : glibc_usable_size(p);
+}
+
+// Aligned allocation with glibc's memalign conventions: align is a power of two.
+void *aligned(size_t align, size_t n) {
+  if (routed(n))
+    if (void *p = engine_alloc(n, align, false)) return p;
+  return __libc_memalign(align, n);
+}
+
+}  // namespace
+
+#define HEAP_EXPORT extern "C" __attribute__((visibility("default")))
+
+extern "C" __attribute__((visibility("default"))) void *shaddr_heap_malloc(size_t n) {
+  if (routed(n))
+    if (void *p = engine_alloc(n, 0, false)) return p;
+  return __libc_malloc(n);
+}
+
+HEAP_EXPORT void *malloc(size_t n) __attribute__((alias("shaddr_heap_malloc")));
+
+HEAP_EXPORT void free(void *p) {
+  if (in_heap(p))
+    engine_free(p);
+  else
+    __libc_free(p);
+}
+
+HEAP_EXPORT void *calloc(size_t n, size_t m) {
+  size_t total;
+  if (__builtin_mul_overflow(n, m, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (routed(total))
+    if (void *p = engine_alloc(total, 0, true)) return p;
+  return __libc_calloc(n, m);
+}
+
+HEAP_EXPORT void *realloc(void *p, size_t n) {
+  if (!p) return shaddr_heap_malloc(n);
+  if (!in_heap(p)) {
+    if (!routed(n)) return __libc_realloc(p, n);
+    // Growing across the threshold: into the heap.
+    void *q = engine_alloc(n, 0, false);
+    if (!q) return __libc_realloc(p, n);
+    size_t old = glibc_usable_size(p);
+    memcpy(q, p, old < n ? old : n);
+    __libc_free(p);
+    return q;
+  }
+  if (n == 0) {  // glibc's realloc(p, 0): free, return NULL
+    engine_free(p);
+    return nullptr;
+  }
+  size_t old = engine_usable_size(p);
+  if (routed(n) || g_route_min.load(std::memory_order_relaxed) == SIZE_MAX) {
+    // Stays in the heap (in mpi-alloc-only mode, heap memory stays there whatever its size).
+    if (void *q = engine_realloc(p, n)) return q;
+  }
+  // Shrinking below the threshold, or the heap is full: out of it.
+  void *q = __libc_malloc(n);
+  if (!q) return nullptr;  // p stays valid, as realloc promises
+  memcpy(q, p, old < n ? old : n);
+  engine_free(p);
+  return q;
+}
+
+HEAP_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
+  size_t total;
+  if (__builtin_mul_overflow(n, m, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc(p, total);
+}
+
+HEAP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+  if (!power_of_two(align) || align % sizeof(void *)) return EINVAL;
+  int e = errno;
+  void *p = aligned(align, n);
+  if (!p) return ENOMEM;
+  errno = e;
+  *out = p;
+  return 0;
+}
+
+HEAP_EXPORT void *aligned_alloc(size_t align, size_t n) {
+  if (!power_of_two(align)) {  // glibc 2.36 refuses these too
+    errno = EINVAL;
+    return nullptr;
+  }
+  return aligned(align, n);
+}
+
+HEAP_EXPORT void *memalign(size_t align, size_t n) {
+  if (align > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (align < sizeof(void *)) align = sizeof(void *);
+  if (!power_of_two(align)) align = size_t{1} << (64 - __builtin_clzl(align));  // glibc rounds up
+  return aligned(align, n);
+}
+
+HEAP_EXPORT void *valloc(size_t n) { return aligned(page_size(), n); }
+
+HEAP_EXPORT void *pvalloc(size_t n) {
+  size_t ps = page_size(), r;
+  if (__builtin_add_overflow(n, ps - 1, &r)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  r &= ~(ps - 1);
+  return aligned(ps, r ? r : ps);
+}
+
+HEAP_EXPORT size_t malloc_usable_size(void *p) { return usable_size(p); }
+
+#endif  // not a sanitizer build
