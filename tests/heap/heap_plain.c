@@ -1,0 +1,49 @@
+/* A program that knows nothing of shaddr: run under LD_PRELOAD=libshaddr-heap.so, its large
+ * malloc must land in the memfd heap (in_heap=1); without it, not. A program that brings its
+ * own allocator is the same program built with -DOWN_MALLOC: then the heap must step aside. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef OWN_MALLOC
+void *__libc_malloc(size_t);
+void __libc_free(void *);
+void *__libc_calloc(size_t, size_t);
+void *__libc_realloc(void *, size_t);
+void *__libc_memalign(size_t, size_t);
+void *malloc(size_t n) { return __libc_malloc(n); }
+void free(void *p) { __libc_free(p); }
+void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
+void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
+void *memalign(size_t a, size_t n) { return __libc_memalign(a, n); }
+void *aligned_alloc(size_t a, size_t n) { return __libc_memalign(a, n); }
+int posix_memalign(void **r, size_t a, size_t n) {
+  *r = __libc_memalign(a, n);
+  return *r ? 0 : 12;
+}
+#endif
+
+static int in_memfd_heap(const void *p) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  int found = 0;
+  uintptr_t a = (uintptr_t)p;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi && strstr(line, "memfd:shaddr-heap"))
+      found = 1;
+  }
+  if (f) fclose(f);
+  return found;
+}
+
+int main(void) {
+  char *p = malloc(1 << 20);
+  if (!p) return 2;
+  memset(p, 7, 1 << 20);
+  printf("in_heap=%d\n", in_memfd_heap(p));
+  free(p);
+  return 0;
+}

@@ -1,0 +1,637 @@
+// Tests of libshaddr-heap's semantics (issue 22, "Semantics users rely on"). This binary is
+// linked with the heap's objects, so its own malloc is the heap's; settings that must differ
+// (modes, a tiny SHADDR_HEAP_MAX, memfd refusal, LD_PRELOAD, a program's own allocator) run
+// in helper processes (heap_helper.cc, heap_plain.c).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <malloc.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "heap.h"
+#include "heap_util.h"
+
+namespace heap = shaddr::heap;
+
+extern char **environ;
+extern "C" void *__libc_malloc(std::size_t);
+
+namespace {
+
+constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+
+bool in_heap(const void *p) { return heap::contains(p, 1).has_value(); }
+
+// Memory allocated before the heap existed: a preinit_array function runs before every
+// constructor of the executable, the heap's included.
+void *g_early = nullptr;
+void allocate_early() {
+  g_early = std::malloc(MiB);
+  if (g_early) std::memset(g_early, 0x5e, MiB);
+}
+__attribute__((section(".preinit_array"), used)) void (*g_preinit)() = allocate_early;
+
+#define REQUIRE_HEAP()                                                  \
+  do {                                                                  \
+    if (kSanitizer) GTEST_SKIP() << "sanitizer build: the heap is off"; \
+    ASSERT_TRUE(heap::enabled()) << heap::status().reason;              \
+  } while (0)
+
+#ifdef SHADDR_HEAP_SANITIZER
+constexpr bool kSanitizer = true;
+#else
+constexpr bool kSanitizer = false;
+#endif
+
+// A helper process: argv, extra environment (SHADDR_* cleared first), something to do in the
+// child before exec. Returns exit status and merged stdout/stderr.
+struct Proc {
+  int status = -1;
+  std::string out;
+  bool ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+Proc run(std::vector<std::string> args, std::vector<std::string> env,
+         const std::function<void()> &in_child = {}, int keep_fd = -1) {
+  for (char **e = environ; *e; ++e)
+    if (std::strncmp(*e, "SHADDR_HEAP", 11) && std::strncmp(*e, "SHADDR_VERBOSE", 14) &&
+        std::strncmp(*e, "LD_PRELOAD", 10))
+      env.emplace_back(*e);
+  std::vector<char *> av, ev;
+  for (auto &a : args) av.push_back(a.data());
+  av.push_back(nullptr);
+  for (auto &e : env) ev.push_back(e.data());
+  ev.push_back(nullptr);
+  int p[2];
+  Proc r;
+  if (pipe2(p, O_CLOEXEC) != 0) return r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], 1);
+    dup2(p[1], 2);
+    if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
+    if (in_child) in_child();
+    execve(av[0], av.data(), ev.data());
+    _exit(127);
+  }
+  close(p[1]);
+  char buf[4096];
+  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR);)
+    if (n > 0) r.out.append(buf, static_cast<std::size_t>(n));
+  close(p[0]);
+  waitpid(pid, &r.status, 0);
+  return r;
+}
+
+bool all_bytes(const void *p, std::size_t n, unsigned char v) {
+  auto *c = static_cast<const unsigned char *>(p);
+  for (std::size_t i = 0; i < n; ++i)
+    if (c[i] != v) return false;
+  return true;
+}
+
+std::size_t shmem_rss() {  // RssShmem of this process, bytes
+  FILE *f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  std::size_t kb = 0;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "RssShmem: %zu kB", &kb) == 1) break;
+  if (f) std::fclose(f);
+  return kb * KiB;
+}
+
+TEST(HeapStatus, OnWithAMemfdAtAnAlignedRange) {
+  if (kSanitizer) {
+    EXPECT_FALSE(heap::enabled());
+    EXPECT_NE(std::strstr(heap::status().reason, "sanitizer"), nullptr) << heap::status().reason;
+    return;
+  }
+  heap::Status s = heap::status();
+  ASSERT_TRUE(s.on) << s.reason;
+  EXPECT_EQ(std::strncmp(s.reason, "on:", 3), 0) << s.reason;
+  EXPECT_EQ(s.mode, heap::Mode::automatic);
+  EXPECT_EQ(s.min_size, 64 * KiB);
+  char link[64], target[256] = "";
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", s.fd);
+  ASSERT_GT(readlink(link, target, sizeof target - 1), 0);
+  EXPECT_NE(std::strstr(target, "memfd:shaddr-heap"), nullptr) << target;
+  EXPECT_EQ(fcntl(s.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s.base) % (2 * MiB), 0u);
+  std::size_t ram = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  std::size_t want = std::min<std::size_t>(ram, std::size_t{64} << 30) & ~(2 * MiB - 1);
+  EXPECT_EQ(s.reserved, want);
+}
+
+TEST(HeapRouting, BySizeAndMpiAllocAlways) {
+  REQUIRE_HEAP();
+  void *big = std::malloc(64 * KiB), *small = std::malloc(64 * KiB - 1), *tiny = heap::alloc(8);
+  char *arr = new char[MiB];
+  EXPECT_TRUE(in_heap(big));
+  EXPECT_FALSE(in_heap(small));
+  EXPECT_TRUE(in_heap(tiny));
+  EXPECT_TRUE(in_heap(arr));
+  auto off = heap::contains(big, 64 * KiB);
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(*off, static_cast<std::size_t>(static_cast<char *>(big) - static_cast<char *>(heap::base())));
+  EXPECT_LE(*off + 64 * KiB, heap::file_size());
+  EXPECT_FALSE(heap::contains(big, heap::reserved_size()).has_value());  // runs past the file
+  int on_stack = 0;
+  EXPECT_FALSE(in_heap(&on_stack));
+  std::free(big);
+  std::free(small);
+  heap::release(tiny);
+  delete[] arr;
+}
+
+TEST(HeapCalloc, ZeroesReusedMemory) {
+  REQUIRE_HEAP();
+  const std::size_t sizes[] = {64 * KiB, 100 * KiB, MiB, 3 * MiB + 5};
+  for (int round = 0; round < 50; ++round)
+    for (std::size_t n : sizes) {
+      void *p = std::malloc(n);
+      ASSERT_TRUE(in_heap(p));
+      std::memset(p, 0xa5, n);
+      std::free(p);
+      void *q = std::calloc(1, n);
+      ASSERT_TRUE(in_heap(q));
+      ASSERT_TRUE(all_bytes(q, n, 0)) << "round " << round << " size " << n;
+      std::memset(q, 0x5a, n);
+      std::free(q);
+    }
+  errno = 0;
+  volatile std::size_t huge = SIZE_MAX / 2;
+  EXPECT_EQ(std::calloc(huge, 4), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+void fill(void *p, std::size_t n, std::uint32_t seed) {
+  auto *c = static_cast<unsigned char *>(p);
+  for (std::size_t i = 0; i < n; ++i) c[i] = pattern(seed, i);
+}
+bool check(const void *p, std::size_t n, std::uint32_t seed) {
+  auto *c = static_cast<const unsigned char *>(p);
+  for (std::size_t i = 0; i < n; ++i)
+    if (c[i] != pattern(seed, i)) return false;
+  return true;
+}
+
+TEST(HeapRealloc, AcrossTheThresholdBothWaysKeepsTheData) {
+  REQUIRE_HEAP();
+  void *p = std::malloc(100);
+  fill(p, 100, 1);
+  p = std::realloc(p, MiB);  // up, into the heap
+  ASSERT_TRUE(in_heap(p));
+  ASSERT_TRUE(check(p, 100, 1));
+  fill(p, MiB, 2);
+  p = std::realloc(p, 200 * KiB);  // within
+  ASSERT_TRUE(in_heap(p));
+  ASSERT_TRUE(check(p, 200 * KiB, 2));
+  p = std::realloc(p, 1000);  // down, out of it
+  ASSERT_FALSE(in_heap(p));
+  ASSERT_TRUE(check(p, 1000, 2));
+  p = std::realloc(p, 5 * MiB);
+  ASSERT_TRUE(in_heap(p));
+  ASSERT_TRUE(check(p, 1000, 2));
+  fill(p, 5 * MiB, 3);
+  p = std::realloc(p, 64 * MiB);  // grows in place or moves
+  ASSERT_TRUE(check(p, 5 * MiB, 3));
+  void *q = std::realloc(nullptr, MiB);
+  EXPECT_TRUE(in_heap(q));
+  EXPECT_EQ(std::realloc(q, 0), nullptr);  // glibc: frees
+  void *r = reallocarray(nullptr, 1024, 1024);
+  EXPECT_TRUE(in_heap(r));
+  errno = 0;
+  volatile std::size_t too_many = SIZE_MAX / 2;
+  void *same = reallocarray(r, too_many, 3);  // fails, and leaves r allocated
+  EXPECT_EQ(same, nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  std::free(same ? same : r);
+  std::free(p);
+}
+
+TEST(HeapAlign, EveryFunctionEveryAlignment) {
+  REQUIRE_HEAP();
+  const std::size_t sizes[] = {1, 1000, 64 * KiB, MiB + 1};
+  for (std::size_t align = sizeof(void *); align <= (std::size_t{1} << 26); align <<= 1)
+    for (std::size_t n : sizes) {
+      void *p = nullptr;
+      ASSERT_EQ(posix_memalign(&p, align, n), 0);
+      void *q = aligned_alloc(align, n);
+      void *r = memalign(align, n);
+      for (void *x : {p, q, r}) {
+        ASSERT_NE(x, nullptr);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(x) % align, 0u) << align << " " << n;
+        EXPECT_EQ(in_heap(x), n >= 64 * KiB) << align << " " << n;
+        EXPECT_GE(malloc_usable_size(x), n);
+        std::memset(x, 0x11, n);
+        std::free(x);
+      }
+    }
+  void *g = nullptr;  // a 1 GiB alignment, in the heap
+  ASSERT_EQ(posix_memalign(&g, std::size_t{1} << 30, MiB), 0);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(g) % (std::size_t{1} << 30), 0u);
+  EXPECT_TRUE(in_heap(g));
+  std::free(g);
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void *v = valloc(MiB), *pv = pvalloc(MiB + 1);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v) % page, 0u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pv) % page, 0u);
+  EXPECT_GE(malloc_usable_size(pv), MiB + page);
+  EXPECT_TRUE(in_heap(v) && in_heap(pv));
+  std::free(v);
+  std::free(pv);
+  void *m = memalign(48, MiB);  // glibc rounds up to a power of two
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m) % 64, 0u);
+  std::free(m);
+  void *bad = nullptr;
+  EXPECT_EQ(posix_memalign(&bad, 3 * sizeof(void *), MiB), EINVAL);
+  EXPECT_EQ(posix_memalign(&bad, 4, MiB), EINVAL);
+  errno = 0;
+  EXPECT_EQ(aligned_alloc(3, MiB), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(HeapUsableSize, CoversTheRequestInAndOutOfTheHeap) {
+  REQUIRE_HEAP();
+  for (std::size_t n : {std::size_t{1}, std::size_t{100}, 64 * KiB - 1, 64 * KiB, 70 * KiB, 3 * MiB}) {
+    void *p = std::malloc(n);
+    std::size_t u = malloc_usable_size(p);
+    EXPECT_GE(u, n);
+    std::memset(p, 0x22, u);  // all of it is ours
+    std::free(p);
+  }
+  EXPECT_EQ(malloc_usable_size(nullptr), 0u);
+}
+
+TEST(HeapFree, OfMemoryAllocatedBeforeTheHeapExisted) {
+  REQUIRE_HEAP();
+  ASSERT_NE(g_early, nullptr);
+  EXPECT_FALSE(in_heap(g_early)) << "the preinit allocation came from the heap: test is void";
+  EXPECT_GE(malloc_usable_size(g_early), MiB);
+  void *p = std::realloc(g_early, 2 * MiB);  // moves into the heap, data kept
+  g_early = nullptr;
+  EXPECT_TRUE(in_heap(p));
+  EXPECT_TRUE(all_bytes(p, MiB, 0x5e));
+  std::free(p);
+  void *g = __libc_malloc(3 * MiB);  // glibc's, whatever the heap thinks
+  EXPECT_FALSE(in_heap(g));
+  std::free(g);
+}
+
+TEST(HeapThreads, ManyThreadsAllocateReallocAndFreeAcrossTheThreshold) {
+  REQUIRE_HEAP();
+  const std::size_t sizes[] = {16, 1000, 60 * KiB, 64 * KiB, 65 * KiB, 200 * KiB, MiB, 3 * MiB};
+  constexpr int kThreads = 8, kIters = 2000, kSlots = 64;
+  std::atomic<void *> exchange[kSlots] = {};  // handed between threads, freed by another
+  std::atomic<int> corrupt{0}, in_heap_count{0};
+  auto stamp = [](unsigned char *p, std::size_t n, unsigned char v) {
+    p[0] = v;
+    p[n / 2] = v;
+    p[n - 1] = v;
+  };
+  auto stamped = [](const unsigned char *p, std::size_t n, unsigned char v) {
+    return p[0] == v && p[n / 2] == v && p[n - 1] == v;
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) * 7919u + 1);
+      for (int i = 0; i < kIters; ++i) {
+        std::size_t n = sizes[rng() % std::size(sizes)];
+        unsigned char v = static_cast<unsigned char>(t * 31 + i);
+        auto *p = static_cast<unsigned char *>(rng() % 4 ? std::malloc(n) : std::calloc(n, 1));
+        if (!p) { corrupt++; return; }
+        if (in_heap(p)) in_heap_count++;
+        stamp(p, n, v);
+        std::size_t m = sizes[rng() % std::size(sizes)];
+        auto *q = static_cast<unsigned char *>(std::realloc(p, m));
+        if (!q || q[0] != v || (m >= n && (q[n / 2] != v || q[n - 1] != v))) corrupt++;
+        stamp(q, m, v);
+        // Hand it over: the slot's previous block, someone else's, is checked and freed here.
+        auto *old = static_cast<unsigned char *>(exchange[rng() % kSlots].exchange(q));
+        if (old) {
+          std::size_t u = malloc_usable_size(old);
+          if (u == 0) corrupt++;
+          std::free(old);
+        }
+        (void)stamped;
+      }
+    });
+  for (auto &t : ts) t.join();
+  for (auto &s : exchange) std::free(s.exchange(nullptr));
+  EXPECT_EQ(corrupt.load(), 0);
+  EXPECT_GT(in_heap_count.load(), kThreads * kIters / 4);
+}
+
+// Child side of the fork tests: 0 when fine, else a code saying what went wrong.
+int wait_child(pid_t pid) {
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+TEST(HeapFork, NeitherSideSeesTheOthersLaterWrites) {
+  REQUIRE_HEAP();
+  auto *p = static_cast<volatile char *>(std::malloc(MiB));
+  ASSERT_TRUE(in_heap(const_cast<char *>(p)));
+  std::memset(const_cast<char *>(p), 'P', MiB);
+  struct stat parent_file{};
+  ASSERT_EQ(fstat(heap::fd(), &parent_file), 0);
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  char c;
+  if (pid == 0) {
+    struct stat own{};
+    if (!heap::enabled() || fstat(heap::fd(), &own) != 0) _exit(2);
+    if (own.st_ino == parent_file.st_ino) _exit(3);  // still the parent's file
+    if (!all_bytes(const_cast<char *>(p), MiB, 'P')) _exit(4);
+    if (read(to_child[0], &c, 1) != 1) _exit(5);  // the parent has written p[1]
+    if (p[1] != 'P') _exit(6);                    // ... and the child must not see it
+    p[0] = 'C';
+    // The child's heap works on its own file.
+    void *q = std::malloc(8 * MiB);
+    if (!in_heap(q)) _exit(7);
+    std::memset(q, 'c', 8 * MiB);
+    std::free(q);
+    if (write(to_parent[1], "w", 1) != 1) _exit(8);
+    _exit(0);
+  }
+  p[1] = 'Q';
+  ASSERT_EQ(write(to_child[1], "w", 1), 1);
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);  // the child has written p[0]
+  EXPECT_EQ(p[0], 'P');
+  EXPECT_EQ(wait_child(pid), 0);
+  EXPECT_TRUE(all_bytes(const_cast<char *>(p) + 2, MiB - 2, 'P'));
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+  std::free(const_cast<char *>(p));
+}
+
+// Another parent thread writes a heap counter all the time. After fork() returns, the child's
+// counter must never move, must not be newer than what the parent saw when fork returned, and
+// the parent's writes after that must stay invisible to the child.
+TEST(HeapFork, WriterThreadDuringFork) {
+  REQUIRE_HEAP();
+  auto *cell = static_cast<std::atomic<std::uint64_t> *>(std::malloc(MiB));
+  ASSERT_TRUE(in_heap(cell));
+  new (cell) std::atomic<std::uint64_t>(0);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop.load(std::memory_order_relaxed)) cell->fetch_add(1, std::memory_order_relaxed);
+  });
+  for (int round = 0; round < 10; ++round) {
+    while (cell->load() < 1000u * (round + 1)) {
+    }
+    int go[2], report[2];
+    ASSERT_EQ(pipe(go), 0);
+    ASSERT_EQ(pipe(report), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::uint64_t v0 = cell->load();
+      char c;
+      if (write(report[1], &v0, sizeof v0) != sizeof v0 || read(go[0], &c, 1) != 1) _exit(2);
+      _exit(cell->load() == v0 ? 0 : 1);
+    }
+    std::uint64_t at_return = cell->load(), v0 = 0;
+    ASSERT_EQ(read(report[0], &v0, sizeof v0), static_cast<ssize_t>(sizeof v0));
+    EXPECT_LE(v0, at_return) << "the child saw a write made after fork() returned";
+    while (cell->load() < at_return + 100000) {
+    }
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+    EXPECT_EQ(wait_child(pid), 0) << "the child saw the parent's writes after fork (round " << round << ")";
+    for (int fd : {go[0], go[1], report[0], report[1]}) close(fd);
+  }
+  stop = true;
+  writer.join();
+  std::free(cell);
+}
+
+// fork while other threads allocate and free in the heap: no deadlock, both sides' heaps work.
+TEST(HeapFork, WhileOtherThreadsAllocate) {
+  REQUIRE_HEAP();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t)
+    ts.emplace_back([&, t] {
+      std::size_t n = (t + 1) * 300 * KiB;
+      while (!stop.load(std::memory_order_relaxed)) {
+        void *p = std::malloc(n);
+        std::memset(p, t, n);
+        void *q = std::realloc(p, n / 4);
+        std::free(q);
+      }
+    });
+  for (int i = 0; i < 20; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int j = 0; j < 50; ++j) {
+        void *p = std::malloc(MiB * (j % 4 + 1));
+        if (!in_heap(p)) _exit(1);
+        std::memset(p, j, MiB);
+        std::free(p);
+      }
+      _exit(0);
+    }
+    EXPECT_EQ(wait_child(pid), 0) << "fork " << i;
+  }
+  stop = true;
+  for (auto &t : ts) t.join();
+}
+
+TEST(HeapForkExec, NothingCrossesExec) {
+  REQUIRE_HEAP();
+  void *p = std::malloc(MiB);  // a live heap
+  std::memset(p, 1, MiB);
+  // The helper's own heap is off: any memfd:shaddr-heap it has came across exec.
+  Proc r = run({HEAP_HELPER, "nofds"}, {"SHADDR_HEAP=off"});
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("leaked=0"), std::string::npos) << r.out;
+  // Control: with its own heap on, the same check sees it (so it can fail).
+  Proc on = run({HEAP_HELPER, "nofds"}, {});
+  EXPECT_NE(on.out.find("leaked=2"), std::string::npos) << on.out;  // its fd and its mapping
+  std::free(p);
+}
+
+TEST(HeapPurge, FreedPagesLeaveTheFileAndRss) {
+  REQUIRE_HEAP();
+  heap::purge();
+  std::size_t file0 = heap::file_resident(), rss0 = shmem_rss();
+  const std::size_t n = 64 * MiB;
+  void *p = std::malloc(n);
+  ASSERT_TRUE(in_heap(p));
+  std::memset(p, 0x77, n);
+  std::size_t file1 = heap::file_resident(), rss1 = shmem_rss();
+  EXPECT_GE(file1, file0 + n - MiB);
+  EXPECT_GE(rss1, rss0 + n - MiB);
+  std::free(p);
+  heap::purge();
+  std::size_t file2 = heap::file_resident(), rss2 = shmem_rss();
+  EXPECT_LE(file2 + n - 4 * MiB, file1) << "st_blocks did not drop: no hole punched";
+  EXPECT_LE(rss2 + n - 4 * MiB, rss1) << "RssShmem did not drop";
+  void *q = std::malloc(n);  // punched pages read back as zero (and calloc knows it)
+  EXPECT_TRUE(all_bytes(q, n, 0));
+  std::free(q);
+}
+
+bool send_fd(int sock, int fd, const PeerMsg &m) {
+  char ctl[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{const_cast<PeerMsg *>(&m), sizeof m};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = ctl;
+  h.msg_controllen = sizeof ctl;
+  cmsghdr *c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  return sendmsg(sock, &h, 0) == static_cast<ssize_t>(sizeof m);
+}
+
+// A second process receives the heap's fd over SCM_RIGHTS, maps it, and reads what this
+// process wrote at heap address A at offset A - base, also data written after it mapped.
+TEST(HeapPeer, ReadsOurHeapThroughThePassedFd) {
+  REQUIRE_HEAP();
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  const std::size_t n = 4 * MiB + 123;
+  auto *a = static_cast<unsigned char *>(std::malloc(n));
+  fill(a, n, 11);
+  auto off = heap::contains(a, n);
+  ASSERT_TRUE(off.has_value());
+  std::thread parent_side([&] {
+    PeerMsg m{*off, n, heap::reserved_size(), 11, 0};
+    char verdict = 0;
+    if (!send_fd(sv[0], heap::fd(), m) || read(sv[0], &verdict, 1) != 1) return;
+    EXPECT_EQ(verdict, 'y');
+    fill(a, n, 12);  // after the peer mapped: it must see these too
+    m.seed = 12;
+    if (write(sv[0], &m, sizeof m) != sizeof m || read(sv[0], &verdict, 1) != 1) return;
+    EXPECT_EQ(verdict, 'y');
+    m.seed = 0;
+    EXPECT_EQ(write(sv[0], &m, sizeof m), static_cast<ssize_t>(sizeof m));
+  });
+  Proc r = run({HEAP_HELPER, "peer", std::to_string(sv[1])}, {"SHADDR_HEAP=off"}, {}, sv[1]);
+  close(sv[1]);
+  parent_side.join();
+  close(sv[0]);
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("round 1: offset " + std::to_string(*off) + ", 0 bad bytes"), std::string::npos) << r.out;
+  std::free(a);
+}
+
+TEST(HeapSettings, ModesAndThreshold) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc off = run({HEAP_HELPER, "status"}, {"SHADDR_HEAP=off"});
+  EXPECT_NE(off.out.find("on=0\nreason=off: SHADDR_HEAP=off"), std::string::npos) << off.out;
+  EXPECT_NE(off.out.find("malloc_1024K_in_heap=0"), std::string::npos) << off.out;
+  EXPECT_NE(off.out.find("alloc_in_heap=0"), std::string::npos) << off.out;
+  Proc mpi = run({HEAP_HELPER, "status"}, {"SHADDR_HEAP=mpi-alloc-only"});
+  EXPECT_NE(mpi.out.find("on=1"), std::string::npos) << mpi.out;
+  EXPECT_NE(mpi.out.find("malloc_1024K_in_heap=0"), std::string::npos) << mpi.out;
+  EXPECT_NE(mpi.out.find("alloc_in_heap=1"), std::string::npos) << mpi.out;
+  Proc min = run({HEAP_HELPER, "status"}, {"SHADDR_HEAP_MIN=1M"});
+  EXPECT_NE(min.out.find("min=1048576\n"), std::string::npos) << min.out;
+  EXPECT_NE(min.out.find("malloc_512K_in_heap=0\nmalloc_1024K_in_heap=1"), std::string::npos) << min.out;
+  Proc bad = run({HEAP_HELPER, "status"}, {"SHADDR_HEAP=yes"});
+  EXPECT_NE(bad.out.find("on=0\nreason=off: SHADDR_HEAP=yes is not auto, off or mpi-alloc-only"),
+            std::string::npos) << bad.out;
+  Proc badmin = run({HEAP_HELPER, "status"}, {"SHADDR_HEAP_MIN=lots"});
+  EXPECT_NE(badmin.out.find("SHADDR_HEAP_MIN=lots is not a size"), std::string::npos) << badmin.out;
+  for (const Proc &p : {off, mpi, min, bad, badmin}) EXPECT_TRUE(p.ok()) << p.out;
+}
+
+TEST(HeapSettings, VerboseSaysOnceWhatIsOn) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_HELPER, "status"}, {"SHADDR_VERBOSE=1"});
+  std::size_t first = r.out.find("shaddr heap: on: memfd fd");
+  EXPECT_NE(first, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("shaddr heap:", first + 1), std::string::npos) << r.out;
+  Proc quiet = run({HEAP_HELPER, "status"}, {});
+  EXPECT_EQ(quiet.out.find("shaddr heap:"), std::string::npos) << quiet.out;
+}
+
+TEST(HeapExhaustion, BeyondSHADDR_HEAP_MAXFallsBackToTheNormalAllocator) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_HELPER, "exhaust"}, {"SHADDR_HEAP_MAX=16M"});
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("reuse_in_heap=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("intact=1"), std::string::npos) << r.out;
+}
+
+// memfd_create refused by a seccomp filter (EPERM): the heap says why and steps aside.
+void refuse_memfd() {
+  sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(f)), f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    _exit(126);
+}
+
+TEST(HeapRefusal, NoMemfdMeansTheNormalAllocatorWithAReason) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_HELPER, "status"}, {"SHADDR_VERBOSE=1"}, refuse_memfd);
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("shaddr heap: off: memfd_create failed (Operation not permitted)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("on=0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("malloc_1024K_in_heap=0"), std::string::npos) << r.out;
+}
+
+TEST(HeapRefusal, NoAddressSpaceForTheRange) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_HELPER, "status"}, {"SHADDR_HEAP_MAX=64G"}, [] {
+    rlimit rl{std::size_t{4} << 30, std::size_t{4} << 30};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
+  });
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("reason=off: cannot reserve SHADDR_HEAP_MAX=68719476736 bytes"), std::string::npos)
+      << r.out;
+}
+
+TEST(HeapPreload, AProgramThatKnowsNothingOfShaddr) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc plain = run({HEAP_PLAIN}, {});
+  EXPECT_NE(plain.out.find("in_heap=0"), std::string::npos) << plain.out;  // control
+  Proc pre = run({HEAP_PLAIN}, {std::string("LD_PRELOAD=") + HEAP_SO});
+  EXPECT_TRUE(pre.ok()) << pre.out;
+  EXPECT_NE(pre.out.find("in_heap=1"), std::string::npos) << pre.out;
+}
+
+TEST(HeapPreload, AProgramWithItsOwnAllocatorKeepsIt) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_OWN_MALLOC}, {std::string("LD_PRELOAD=") + HEAP_SO, "SHADDR_VERBOSE=1"});
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("in_heap=0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("shaddr heap: off: the program brings its own malloc"), std::string::npos) << r.out;
+}
+
+}  // namespace
