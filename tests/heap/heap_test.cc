@@ -102,6 +102,9 @@ Proc run(std::vector<std::string> args, std::vector<std::string> env,
   return r;
 }
 
+// Keeps the compiler from dropping stores to memory that is freed next.
+void escape(void *p) { asm volatile("" : : "r"(p) : "memory"); }
+
 bool all_bytes(const void *p, std::size_t n, unsigned char v) {
   auto *c = static_cast<const unsigned char *>(p);
   for (std::size_t i = 0; i < n; ++i)
@@ -170,11 +173,13 @@ TEST(HeapCalloc, ZeroesReusedMemory) {
       void *p = std::malloc(n);
       ASSERT_TRUE(in_heap(p));
       std::memset(p, 0xa5, n);
+      escape(p);
       std::free(p);
       void *q = std::calloc(1, n);
       ASSERT_TRUE(in_heap(q));
       ASSERT_TRUE(all_bytes(q, n, 0)) << "round " << round << " size " << n;
       std::memset(q, 0x5a, n);
+      escape(q);
       std::free(q);
     }
   errno = 0;
@@ -483,6 +488,7 @@ TEST(HeapPurge, FreedPagesLeaveTheFileAndRss) {
   void *p = std::malloc(n);
   ASSERT_TRUE(in_heap(p));
   std::memset(p, 0x77, n);
+  escape(p);
   std::size_t file1 = heap::file_resident(), rss1 = shmem_rss();
   EXPECT_GE(file1, file0 + n - MiB);
   EXPECT_GE(rss1, rss0 + n - MiB);
