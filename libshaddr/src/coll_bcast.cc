@@ -165,8 +165,9 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
   }
   const uint64_t s = c.begin();
   int err;
-  if (c.backend().stages() || bytes <= c.tuning().bcast_fifo_max) {
-    c.stats().fifo_calls++;
+  const bool fifo = c.backend().stages() || bytes <= c.tuning().bcast_fifo_max;
+  if (fifo) {
+    c.mark_small_path();
     err = fifo_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
   } else if (!ready && c.size() > 2 && bytes >= c.tuning().bcast_streams_min &&
              c.tuning().bcast_streams > 1) {
@@ -177,7 +178,7 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
     err = counter_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
     if (err) fail(err, "shaddr_bcast");
   }
-  return err;
+  return c.account(err);
 }
 
 }  // namespace
@@ -194,7 +195,7 @@ SHADDR_API int shaddr_barrier(shaddr_comm_t *comm) {
   c.stats().calls[SHADDR_COLL_BARRIER]++;
   if (c.size() == 1) return 0;
   const uint64_t s = c.begin();
-  if (int err = c.finish(s, 0)) return shaddr::fail(err, "shaddr_barrier");
+  if (int err = c.account(c.finish(s, 0))) return shaddr::fail(err, "shaddr_barrier");
   return 0;
 }
 

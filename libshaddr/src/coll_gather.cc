@@ -150,6 +150,7 @@ bool fits_slot_v(Comm &c, const size_t *counts, int n) {
 
 int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
                     const size_t *recvbytes, const size_t *displs) {
+  c.mark_small_path();
   const int me = c.rank(), n = c.size();
   const bool inplace = in_place(sendbuf);
   const void *mine = inplace ? out + displs[me] : sendbuf;
@@ -181,7 +182,6 @@ int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
     }
   }
   c.slot_close(j);
-  if (!err) c.stats().fifo_calls++;
   return err;
 }
 
@@ -303,13 +303,17 @@ int alltoallv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_
     if (count != recvbytes[q]) err = size_mismatch(q, count, recvbytes[q]);
     else err = c.copy_from(q, c.remote_addr(q, 0) + displ, out + rdispls[q], count);
   }
-  return c.finish(s, err);
+  err = c.finish(s, err);
+  // A failed call leaves in-place input as it was (coll.h): the copy peers read is intact.
+  if (err && inplace && stotal) std::memcpy(recvbuf, src, stotal);
+  return err;
 }
 
 enum class SlotKind { kGather, kScatter, kAllgather, kAlltoall };
 
 int slot_collective(Comm &c, SlotKind kind, const void *sendbuf, size_t bytes, void *recvbuf,
                     int root) {
+  c.mark_small_path();
   const int me = c.rank(), n = c.size();
   char *out = static_cast<char *>(recvbuf);
   uint64_t j;
@@ -360,11 +364,11 @@ int slot_collective(Comm &c, SlotKind kind, const void *sendbuf, size_t bytes, v
     break;
   }
   c.slot_close(j);
-  if (!err) c.stats().fifo_calls++;
   return err;
 }
 
-int done(int err, const char *name) { return err ? fail(err, name) : 0; }
+// Closes a C entry point that ran a collective: its statistics, its error.
+int done(Comm &c, int err, const char *name) { return c.account(err) ? fail(err, name) : 0; }
 
 }  // namespace
 }  // namespace shaddr
@@ -388,13 +392,13 @@ SHADDR_API int shaddr_gather(shaddr_comm_t *comm, const void *sendbuf, size_t by
       return err;
     if (c->rank() == root && (err = shaddr::check_buf(recvbuf, bytes, "receive buffer")))
       return err;
-    return done(shaddr::slot_collective(*c, shaddr::SlotKind::kGather, sendbuf, bytes, recvbuf,
+    return done(*c, shaddr::slot_collective(*c, shaddr::SlotKind::kGather, sendbuf, bytes, recvbuf,
                                         root),
                 "shaddr_gather");
   }
   shaddr::Uniform u;
   if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_gather: size");
-  return done(shaddr::gatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data(), root),
+  return done(*c, shaddr::gatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data(), root),
               "shaddr_gather");
 }
 
@@ -405,7 +409,7 @@ SHADDR_API int shaddr_gatherv(shaddr_comm_t *comm, const void *sendbuf, size_t s
   Comm *c = enter(comm, SHADDR_COLL_GATHER, &err);
   if (!c) return err;
   if ((err = shaddr::check_root(*c, root))) return err;
-  return done(shaddr::gatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs, root),
+  return done(*c, shaddr::gatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs, root),
               "shaddr_gatherv");
 }
 
@@ -422,13 +426,13 @@ SHADDR_API int shaddr_scatter(shaddr_comm_t *comm, const void *sendbuf, size_t b
     if (!(c->rank() == root && recvbuf == SHADDR_IN_PLACE) &&
         (err = shaddr::check_buf(recvbuf, bytes, "receive buffer")))
       return err;
-    return done(shaddr::slot_collective(*c, shaddr::SlotKind::kScatter, sendbuf, bytes, recvbuf,
+    return done(*c, shaddr::slot_collective(*c, shaddr::SlotKind::kScatter, sendbuf, bytes, recvbuf,
                                         root),
                 "shaddr_scatter");
   }
   shaddr::Uniform u;
   if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_scatter: size");
-  return done(shaddr::scatterv(*c, sendbuf, u.counts.data(), u.displs.data(), recvbuf, bytes,
+  return done(*c, shaddr::scatterv(*c, sendbuf, u.counts.data(), u.displs.data(), recvbuf, bytes,
                                root, true),
               "shaddr_scatter");
 }
@@ -439,7 +443,7 @@ SHADDR_API int shaddr_scatterv(shaddr_comm_t *comm, const void *sendbuf, const s
   Comm *c = enter(comm, SHADDR_COLL_SCATTER, &err);
   if (!c) return err;
   if ((err = shaddr::check_root(*c, root))) return err;
-  return done(shaddr::scatterv(*c, sendbuf, sendbytes, displs, recvbuf, recvbytes, root, false),
+  return done(*c, shaddr::scatterv(*c, sendbuf, sendbytes, displs, recvbuf, recvbytes, root, false),
               "shaddr_scatterv");
 }
 
@@ -453,13 +457,13 @@ SHADDR_API int shaddr_allgather(shaddr_comm_t *comm, const void *sendbuf, size_t
     if ((err = shaddr::check_buf(recvbuf, bytes, "receive buffer")) ||
         (sendbuf != SHADDR_IN_PLACE && (err = shaddr::check_buf(sendbuf, bytes, "send buffer"))))
       return err;
-    return done(shaddr::slot_collective(*c, shaddr::SlotKind::kAllgather, sendbuf, bytes,
+    return done(*c, shaddr::slot_collective(*c, shaddr::SlotKind::kAllgather, sendbuf, bytes,
                                         recvbuf, 0),
                 "shaddr_allgather");
   }
   shaddr::Uniform u;
   if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_allgather: size");
-  return done(shaddr::allgatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data()),
+  return done(*c, shaddr::allgatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data()),
               "shaddr_allgather");
 }
 
@@ -468,7 +472,7 @@ SHADDR_API int shaddr_allgatherv(shaddr_comm_t *comm, const void *sendbuf, size_
   int err;
   Comm *c = enter(comm, SHADDR_COLL_ALLGATHER, &err);
   if (!c) return err;
-  return done(shaddr::allgatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs),
+  return done(*c, shaddr::allgatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs),
               "shaddr_allgatherv");
 }
 
@@ -482,13 +486,13 @@ SHADDR_API int shaddr_alltoall(shaddr_comm_t *comm, const void *sendbuf, size_t 
     if ((err = shaddr::check_buf(recvbuf, bytes, "receive buffer")) ||
         (sendbuf != SHADDR_IN_PLACE && (err = shaddr::check_buf(sendbuf, bytes, "send buffer"))))
       return err;
-    return done(shaddr::slot_collective(*c, shaddr::SlotKind::kAlltoall, sendbuf, bytes,
+    return done(*c, shaddr::slot_collective(*c, shaddr::SlotKind::kAlltoall, sendbuf, bytes,
                                         recvbuf, 0),
                 "shaddr_alltoall");
   }
   shaddr::Uniform u;
   if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_alltoall: size");
-  return done(shaddr::alltoallv(*c, sendbuf, u.counts.data(), u.displs.data(), recvbuf,
+  return done(*c, shaddr::alltoallv(*c, sendbuf, u.counts.data(), u.displs.data(), recvbuf,
                                 u.counts.data(), u.displs.data(), true),
               "shaddr_alltoall");
 }
@@ -499,7 +503,7 @@ SHADDR_API int shaddr_alltoallv(shaddr_comm_t *comm, const void *sendbuf, const 
   int err;
   Comm *c = enter(comm, SHADDR_COLL_ALLTOALL, &err);
   if (!c) return err;
-  return done(shaddr::alltoallv(*c, sendbuf, sendbytes, sdispls, recvbuf, recvbytes, rdispls,
+  return done(*c, shaddr::alltoallv(*c, sendbuf, sendbytes, sdispls, recvbuf, recvbytes, rdispls,
                                 false),
               "shaddr_alltoallv");
 }

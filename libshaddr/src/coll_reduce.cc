@@ -33,6 +33,7 @@ struct Args {
 bool gets_result(const Comm &c, const Args &a) { return a.root < 0 || a.root == c.rank(); }
 
 int slot_reduce(Comm &c, const Args &a) {
+  c.mark_small_path();
   uint64_t j;
   if (int err = c.slot_open(&j)) return err;
   std::memcpy(c.slot(c.rank(), j), a.in, a.bytes);
@@ -55,6 +56,13 @@ void slice(const Args &a, int n, int q, size_t *lo, size_t *hi) {
 
 int partitioned_reduce(Comm &c, const Args &a) {
   const int me = c.rank(), n = c.size();
+  // In place, this rank's result slices overwrite its input before later steps (of any rank)
+  // can fail; a failed call must leave the input as it was (coll.h), for the caller's
+  // fallback: keep a copy until the closing barrier has agreed. (In place means this rank
+  // gets the result, so scratch 0 is not the slice buffer below.)
+  const bool in_place = a.out && a.out == a.in;
+  char *saved = in_place ? static_cast<char *>(c.scratch(0, a.bytes)) : nullptr;
+  if (saved) std::memcpy(saved, a.in, a.bytes);
   const uint64_t s = c.begin();
   const void *bufs[1] = {a.in};
   int err = c.post(s, bufs, &a.bytes, 1);
@@ -95,7 +103,9 @@ int partitioned_reduce(Comm &c, const Args &a) {
       err = c.copy_from(q, c.remote_addr(q, 1), a.out + qlo * a.esize, (qhi - qlo) * a.esize);
     }
   }
-  return c.finish(s, err);
+  err = c.finish(s, err);
+  if (err && saved) std::memcpy(a.out, saved, a.bytes);  // nobody reads it after finish()
+  return err;
 }
 
 int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -132,13 +142,8 @@ int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count
     if (a.out && a.out != a.in && a.bytes) std::memmove(a.out, a.in, a.bytes);
     return 0;
   }
-  int err;
-  if (a.bytes <= c.tuning().slot_max) {
-    c.stats().fifo_calls++;
-    err = slot_reduce(c, a);
-  } else {
-    err = partitioned_reduce(c, a);
-  }
+  const int err = c.account(a.bytes <= c.tuning().slot_max ? slot_reduce(c, a)
+                                                           : partitioned_reduce(c, a));
   return err ? fail(err, name) : 0;
 }
 

@@ -133,6 +133,7 @@ int Comm::post(uint64_t s, const void *const *bufs, const size_t *lens, int n) {
   int err = 0;
   for (int i = 0; i < n; i++) {
     uintptr_t remote = 0;
+    if (!err && lens[i]) err = injected_failure();
     if (!err && lens[i]) err = backend_->expose(bufs[i], lens[i], &remote);
     a.addr[i] = remote;
     a.len[i] = lens[i];
@@ -145,7 +146,8 @@ int Comm::post(uint64_t s, const void *const *bufs, const size_t *lens, int n) {
 int Comm::expose_at(int i, const void *buf, size_t len) {
   RankArea &a = block_->area(rank_);
   uintptr_t remote = 0;
-  int err = len ? backend_->expose(buf, len, &remote) : 0;
+  int err = len ? injected_failure() : 0;
+  if (!err && len) err = backend_->expose(buf, len, &remote);
   a.addr[i] = remote;
   a.len[i] = len;
   return err;
@@ -183,7 +185,6 @@ int Comm::finish(uint64_t s, int status) {
     if (!result && st) result = st;
   }
   backend_->end_exposures();
-  if (result) stats_.failures++;
   return result;
 }
 
@@ -218,6 +219,7 @@ int Comm::copy_from(int peer, uint64_t addr, void *dst, size_t len) {
   char *d = static_cast<char *>(dst);
   for (size_t off = 0; off < len; off += tuning_.chunk) {
     const size_t n = len - off < tuning_.chunk ? len - off : tuning_.chunk;
+    if (int err = injected_failure()) return err;
     if (int err = backend_->read(peer, addr + off, d + off, n)) return err;
   }
   return 0;

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -106,6 +107,25 @@ class Comm {
 
   Fifo::Cursor &bcast_cursor() { return bcast_cursor_; }
 
+  // The statistics of a collective that ran (calls[] was counted at entry), once, by its C
+  // entry point: a failure, or a success that took the FIFO/slots (mark_small_path(), by the
+  // algorithm). Returns err.
+  void mark_small_path() { small_path_ = true; }
+  int account(int err) {
+    if (err) stats_.failures++;
+    else if (small_path_) stats_.fifo_calls++;
+    small_path_ = false;
+    return err;
+  }
+
+  // SHADDR_FAIL_INJECT (testing aid): every n-th fallible step of this rank (an exposure, a
+  // mapping or read of a peer's memory) fails with -ECANCELED instead of running.
+  int injected_failure() {
+    if (!tuning_.fail_inject || (tuning_.fail_inject_rank >= 0 && tuning_.fail_inject_rank != rank_))
+      return 0;
+    return ++fallible_steps_ % tuning_.fail_inject ? 0 : -ECANCELED;
+  }
+
  private:
   Comm() = default;
   bool peer_alive(int peer);
@@ -118,6 +138,8 @@ class Comm {
   std::string reason_;
   uint64_t seq_ = 0;
   uint64_t slot_seq_ = 0;
+  uint64_t fallible_steps_ = 0;  // SHADDR_FAIL_INJECT's count
+  bool small_path_ = false;      // the running collective took the FIFO/slots
   Fifo::Cursor bcast_cursor_;
   std::vector<char> bounce_;
   std::vector<char> scratch_[2];
@@ -151,6 +173,7 @@ int Comm::visit(int peer, uint64_t addr, size_t len, size_t piece, Fn &&fn) {
   while (off < len) {
     const size_t n = len - off < piece ? len - off : piece;
     RegCache::Ref ref;
+    if (int err = injected_failure()) return err;
     int err = backend_->map(peer, addr + off, n, &ref);
     if (!err) {
       fn(static_cast<const void *>(ref.ptr), n);

@@ -11,8 +11,9 @@
  * of range, an unsupported op/type pair) are reported by every rank before any rank waits, so
  * the caller can fall back to another implementation collectively. A failure during the
  * transfer (a peer's buffer is not readable, a mapping cannot be made) makes the call return
- * the same negative errno on every rank, with the receive buffers in an unspecified state, so a
- * caller that falls back re-runs the whole collective. A NULL buffer with a non-zero size on
+ * the same negative errno on every rank, with the receive buffers in an unspecified state,
+ * except that in-place input (SHADDR_IN_PLACE) is as it was before the call, so a caller that
+ * falls back re-runs the whole collective on the original input. A NULL buffer with a non-zero size on
  * one rank only is -EFAULT on that rank; the others then wait, as they would in MPI.
  * shaddr_last_error() says why a call failed.
  */
@@ -98,8 +99,9 @@ enum shaddr_coll {
  * struct shaddr_comm_stats - what a node communicator has done (this rank's view)
  * @calls: collectives run by libshaddr, per enum shaddr_coll
  * @bytes: payload bytes this rank moved (read or published), per enum shaddr_coll
- * @fifo_calls: of @calls, those that went through the Bcast FIFO or reduction slots
- * @failures: calls that returned an error
+ * @fifo_calls: of @calls, those that succeeded through the Bcast FIFO or the slots
+ * @failures: of @calls, those that returned an error once the collective had started (argument
+ *            errors found on entry are not counted here)
  * @cache_hits: registration-cache hits over all peers
  * @cache_misses: registration-cache misses (each cost a mapping system call)
  * @cache_evictions: mappings evicted to make room

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+// Failures in the middle of a collective (SHADDR_FAIL_INJECT: every n-th exposure, mapping or
+// read of a rank fails): every rank must return the same error, in-place input must be as it
+// was (so a caller's fallback computes from the original data), the statistics must count
+// each failure once, and the calls that succeed must be right. Forked ranks, cma and shm.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bootstrap.h"
+#include "shaddr/coll.h"
+
+namespace {
+
+constexpr int kRanks = 3;
+// Larger than the slots and the Bcast FIFO: the paths with exposures, mappings and reads.
+constexpr size_t kCount = 40000;  // doubles (partitioned reduction) and bytes per block
+
+double value(int rank, size_t i) { return static_cast<double>((rank + 1) * 1000 + i % 997); }
+
+struct Tally {
+  int failed = 0, passed = 0;
+};
+
+// One rank's run of every case; returns 0 or a code naming the first violation (printed).
+int run_cases(const shaddr_host &h, Tally *out) {
+  shaddr_comm_t *c = nullptr;
+  if (shaddr_comm_create(&h, &c) != 0) {
+    std::fprintf(stderr, "rank %d: create: %s\n", h.rank, shaddr_last_error());
+    return 1;
+  }
+  const int n = h.size, me = h.rank;
+  int bad = 0;
+  auto agreed = [&](int rc, const char *what) {
+    std::vector<int> all(n);
+    if (h.allgather(&rc, all.data(), sizeof rc, h.ctx)) return false;
+    for (int r = 0; r < n; r++)
+      if (all[r] != rc) {
+        std::fprintf(stderr, "%s: rank %d returned %d, rank %d %d\n", what, me, rc, r, all[r]);
+        bad = bad ? bad : 2;
+        return false;
+      }
+    // The agreed error is the first in rank order: the injected -ECANCELED, or what it caused
+    // elsewhere (a peer reading an exposure that failed: -EFAULT on cma).
+    (rc ? out->failed : out->passed)++;
+    if (rc > 0) {
+      std::fprintf(stderr, "%s: returned %d\n", what, rc);
+      bad = bad ? bad : 3;
+    }
+    return true;
+  };
+  auto check = [&](bool ok, int code, const char *what) {
+    if (!ok && !bad) {
+      std::fprintf(stderr, "rank %d: %s\n", me, what);
+      bad = code;
+    }
+  };
+
+  for (int round = 0; round < 4; round++) {  // every rank makes every call, even after a bad one
+    // Allreduce and Reduce in place: partitioned; a failure must restore the input.
+    std::vector<double> buf(kCount), orig(kCount);
+    for (size_t i = 0; i < kCount; i++) orig[i] = buf[i] = value(me, i);
+    int rc = shaddr_allreduce(c, SHADDR_IN_PLACE, buf.data(), kCount, SHADDR_DOUBLE,
+                              SHADDR_OP_SUM);
+    if (agreed(rc, "allreduce in place")) {
+      double sum0 = 0;
+      for (int r = 0; r < n; r++) sum0 += value(r, 0);
+      check(rc ? buf == orig : buf[0] == sum0, 10, "allreduce in place: input not restored / wrong");
+    }
+    const int root = round % n;
+    for (size_t i = 0; i < kCount; i++) buf[i] = value(me, i);
+    rc = shaddr_reduce(c, me == root ? SHADDR_IN_PLACE : buf.data(),
+                       me == root ? buf.data() : nullptr, kCount, SHADDR_DOUBLE, SHADDR_OP_SUM,
+                       root);
+    if (agreed(rc, "reduce in place") && me == root) {
+      double sum1 = 0;
+      for (int r = 0; r < n; r++) sum1 += value(r, kCount - 1);
+      check(rc ? buf == orig : buf[kCount - 1] == sum1, 11, "reduce in place: not restored / wrong");
+    }
+    // Alltoall in place: blocks taken from and replaced in the receive buffer.
+    std::vector<unsigned char> a(kCount * n), a0;
+    for (int p = 0; p < n; p++)
+      std::memset(a.data() + p * kCount, me * 16 + p + 1, kCount);
+    a0 = a;
+    rc = shaddr_alltoall(c, SHADDR_IN_PLACE, kCount, a.data());
+    if (agreed(rc, "alltoall in place")) {
+      bool ok = true;
+      for (int p = 0; p < n && !rc; p++) ok = ok && a[p * kCount + 7] == p * 16 + me + 1;
+      check(rc ? a == a0 : ok, 12, "alltoall in place: not restored / wrong");
+    }
+    // Bcast, Allgather, Gather: outputs only; the successes must be right.
+    std::vector<unsigned char> b(kCount * 8, me == root ? 0x5a : 0);
+    rc = shaddr_bcast(c, b.data(), b.size(), root);
+    if (agreed(rc, "bcast") && !rc) check(b[b.size() - 1] == 0x5a, 13, "bcast wrong");
+    std::vector<unsigned char> mine(kCount, static_cast<unsigned char>(me + 1)), all(kCount * n);
+    rc = shaddr_allgather(c, mine.data(), kCount, all.data());
+    if (agreed(rc, "allgather") && !rc)
+      for (int p = 0; p < n; p++) check(all[p * kCount + 5] == p + 1, 14, "allgather wrong");
+    rc = shaddr_gather(c, mine.data(), kCount, me == root ? all.data() : nullptr, root);
+    agreed(rc, "gather");
+  }
+  shaddr_comm_stats st{};
+  shaddr_comm_get_stats(c, &st);
+  if (!bad && st.failures != static_cast<uint64_t>(out->failed)) {
+    std::fprintf(stderr, "rank %d: %llu failures counted, %d calls failed\n", me,
+                 static_cast<unsigned long long>(st.failures), out->failed);
+    bad = 4;
+  }
+  shaddr_comm_free(c);
+  return bad;
+}
+
+TEST(Fallback, InjectedFailuresAreAgreedAndRestoreInPlaceInput) {
+  for (const char *backend : {"cma", "shm"}) {
+    int failed = 0, passed = 0;
+    for (const char *every : {"1", "2", "3", "5", "7", "11"}) {
+      for (const char *rank : {"", "0", "1", "2"}) {
+        setenv("SHADDR_BACKEND", backend, 1);
+        setenv("SHADDR_FAIL_INJECT", every, 1);
+        if (*rank) setenv("SHADDR_FAIL_INJECT_RANK", rank, 1);
+        else unsetenv("SHADDR_FAIL_INJECT_RANK");
+        Tally t;
+        const int rc = shaddr::run_forked(kRanks, [&](const shaddr_host &h) {
+          return run_cases(h, &t);  // rank 0 runs here: its tally is the one kept
+        });
+        EXPECT_EQ(rc, 0) << backend << " SHADDR_FAIL_INJECT=" << every << " rank '" << rank
+                         << "'";
+        failed += t.failed;
+        passed += t.passed;
+      }
+    }
+    // The sweep reached failures and successes alike.
+    EXPECT_GT(failed, 20) << backend;
+    EXPECT_GT(passed, 20) << backend;
+  }
+  unsetenv("SHADDR_BACKEND");
+  unsetenv("SHADDR_FAIL_INJECT");
+  unsetenv("SHADDR_FAIL_INJECT_RANK");
+}
+
+}  // namespace
