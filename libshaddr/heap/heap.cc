@@ -397,7 +397,13 @@ bool program_uses_our_malloc() {
   if (m == reinterpret_cast<void *>(&shaddr_heap_malloc)) return true;
   Dl_info di{};
   const char *where = m && dladdr(m, &di) && di.dli_fname && *di.dli_fname ? di.dli_fname : "the program";
-  set_reason("off: the program brings its own malloc (%.200s), so the heap steps aside", where);
+  const char *slash = std::strrchr(where, '/');
+  if (!std::strncmp(slash ? slash + 1 : where, "libc.so", 7))
+    set_reason("off: glibc's malloc comes before libshaddr-heap's in the symbol lookup order: "
+               "libshaddr-heap must be in LD_PRELOAD itself (or linked into the executable), not "
+               "a dependency of a preloaded library");
+  else
+    set_reason("off: the program brings its own malloc (%.200s), so the heap steps aside", where);
   return false;
 #endif
 }

@@ -640,4 +640,16 @@ TEST(HeapPreload, AProgramWithItsOwnAllocatorKeepsIt) {
   EXPECT_NE(r.out.find("shaddr heap: off: the program brings its own malloc"), std::string::npos) << r.out;
 }
 
+// The interposer will bring libshaddr-heap in: as a dependency of a preloaded library it comes
+// after libc in the lookup order, and the heap must say so rather than pretend.
+TEST(HeapPreload, AsADependencyOfAPreloadedLibraryItSaysWhyItIsOff) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_PLAIN}, {std::string("LD_PRELOAD=") + HEAP_DEP_SO, "SHADDR_VERBOSE=1"});
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("in_heap=0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("libshaddr-heap must be in LD_PRELOAD itself"), std::string::npos) << r.out;
+  Proc both = run({HEAP_PLAIN}, {std::string("LD_PRELOAD=") + HEAP_SO + " " + HEAP_DEP_SO});
+  EXPECT_NE(both.out.find("in_heap=1"), std::string::npos) << both.out;
+}
+
 }  // namespace
