@@ -101,7 +101,7 @@ struct Heap {
   std::atomic<std::size_t> full{0};        // extent requests refused: range exhausted
   char reason[320] = "";
 };
-Heap g;
+constinit Heap g;  // constant-initialised: malloc may run before any constructor
 
 void set_reason(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void set_reason(const char *fmt, ...) {
@@ -552,6 +552,7 @@ HEAP_API Status status() {
     s.base = reinterpret_cast<void *>(g.base);
     s.reserved = g.max;
     s.min_size = g.mode == Mode::automatic ? g.min : 0;
+    s.exhausted = g.full.load(std::memory_order_relaxed);
   }
   return s;
 }

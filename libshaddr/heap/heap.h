@@ -78,6 +78,8 @@ struct Status {
   void *base = nullptr;     // start of the reserved range == offset 0 of the file
   std::size_t reserved = 0; // size of the reserved range (SHADDR_HEAP_MAX); map this much
   std::size_t min_size = 0; // malloc threshold (SHADDR_HEAP_MIN); 0 when malloc never routes
+  std::size_t exhausted = 0; // times jemalloc asked for more than the range had left (those
+                             // allocations went to the normal allocator)
 };
 
 // The heap's state; initialises it on first use (normally done at load).

@@ -71,10 +71,11 @@ int cmd_exhaust() {
   std::free(huge);
   heap::release(mpi);
   void *again = std::malloc(block);
-  std::printf("inside=%zu\noutside=%zu\nreuse_in_heap=%d\nintact=%d\n", inside, outside,
-              in_heap(again), ok);
+  std::size_t exhausted = heap::status().exhausted;
+  std::printf("inside=%zu\noutside=%zu\nreuse_in_heap=%d\nintact=%d\nexhausted=%zu\n", inside,
+              outside, in_heap(again), ok, exhausted);
   std::free(again);
-  return ok && inside > 0 && outside > 0 ? 0 : 1;
+  return ok && inside > 0 && outside > 0 && exhausted > 0 ? 0 : 1;
 }
 
 int cmd_nofds() {
