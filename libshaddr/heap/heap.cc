@@ -579,6 +579,16 @@ HEAP_API void *alloc(std::size_t size) {
 
 HEAP_API void release(void *p) { std::free(p); }
 
+HEAP_API void *map_peer(int heap_fd, std::size_t reserved, bool writable) {
+  void *m = mmap(nullptr, reserved, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED | MAP_NORESERVE,
+                 heap_fd, 0);
+  return m == MAP_FAILED ? nullptr : m;
+}
+
+HEAP_API void unmap_peer(void *map, std::size_t reserved) {
+  if (map) munmap(map, reserved);
+}
+
 HEAP_API std::size_t file_size() {
   struct stat st;
   int f = fd();

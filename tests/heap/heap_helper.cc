@@ -126,8 +126,8 @@ int cmd_peer(int sock) {
     std::printf("no fd received\n");
     return 1;
   }
-  auto *view = static_cast<unsigned char *>(mmap(nullptr, m.reserved, PROT_READ, MAP_SHARED, fd, 0));
-  if (view == MAP_FAILED) {
+  auto *view = static_cast<unsigned char *>(heap::map_peer(fd, m.reserved));
+  if (!view) {
     std::printf("mmap failed\n");
     return 1;
   }
@@ -140,6 +140,7 @@ int cmd_peer(int sock) {
                 (unsigned long long)bad);
     if (write(sock, &verdict, 1) != 1 || read(sock, &m, sizeof m) != static_cast<ssize_t>(sizeof m)) return 1;
   }
+  heap::unmap_peer(view, m.reserved);
   return 0;
 }
 
