@@ -5,8 +5,12 @@
 //                   data stays intact, freed heap memory is used again
 //   nofds           no memfd:shaddr-heap among this process's fds and mappings (prints leaked=N)
 //   peer FD         receive a heap fd over the socket FD (SCM_RIGHTS), map it, check buffers
+//   fork-nomemfd    fork after memfd_create was forbidden: the child's private copy of the heap
+//                   is anonymous memory, and neither side sees the other's writes
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -144,6 +148,47 @@ int cmd_peer(int sock) {
   return 0;
 }
 
+int cmd_fork_nomemfd() {
+  if (!heap::enabled()) return 1;
+  auto *p = static_cast<volatile char *>(std::malloc(1 << 20));
+  if (!in_heap(const_cast<char *>(p))) return 2;
+  std::memset(const_cast<char *>(p), 'P', 1 << 20);
+  int to_child[2], to_parent[2];
+  if (!refuse_memfd() || pipe(to_child) || pipe(to_parent)) return 3;
+  pid_t pid = fork();
+  if (pid < 0) return 4;
+  char c;
+  if (pid == 0) {
+    close(to_child[1]);  // so that either side's death is an end of file, not a hang
+    close(to_parent[0]);
+    heap::Status s = heap::status();
+    std::printf("child: %s\n", s.reason);
+    if (s.on || heap::contains(const_cast<char *>(p), 1)) _exit(10);
+    for (int i = 0; i < (1 << 20); ++i)
+      if (p[i] != 'P') _exit(11);
+    if (read(to_child[0], &c, 1) != 1 || p[1] != 'P') _exit(12);  // the parent wrote 'Q'
+    p[0] = 'C';
+    void *q = std::malloc(8 << 20);  // the child's heap still allocates (privately)
+    if (!q || malloc_usable_size(q) < (8u << 20)) _exit(13);
+    std::memset(q, 'c', 8 << 20);
+    std::free(q);
+    if (write(to_parent[1], "w", 1) != 1) _exit(14);
+    _exit(0);
+  }
+  close(to_child[0]);
+  close(to_parent[1]);
+  p[1] = 'Q';
+  if (write(to_child[1], "w", 1) != 1 || read(to_parent[0], &c, 1) != 1) {
+    waitpid(pid, nullptr, 0);
+    std::printf("parent: the child died early\n");
+    return 5;
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  std::printf("parent: p[0]=%c child exit %d\n", p[0], WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  return p[0] == 'P' && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 6;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -153,6 +198,7 @@ int main(int argc, char **argv) {
   if (cmd == "exhaust") return cmd_exhaust();
   if (cmd == "nofds") return cmd_nofds();
   if (cmd == "peer" && argc > 2) return cmd_peer(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: %s status|exhaust|nofds|peer FD\n", argv[0]);
+  if (cmd == "fork-nomemfd") return cmd_fork_nomemfd();
+  std::fprintf(stderr, "usage: %s status|exhaust|nofds|peer FD|fork-nomemfd\n", argv[0]);
   return 2;
 }
