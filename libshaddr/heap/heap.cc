@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -149,11 +150,17 @@ bool parse_size(const char *s, std::size_t *out) {
   return !__builtin_mul_overflow(v, mul, out);
 }
 
+// min(RAM, 64 GiB) (heap.h says why), and at most a quarter of a finite RLIMIT_AS: the
+// reservation counts against that limit, and must not take the program's own mappings away.
 std::size_t default_max() {
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   std::size_t ram = pages > 0 && psz > 0 ? (std::size_t)pages * (std::size_t)psz : kDefaultMaxCap;
   std::size_t m = ram < kDefaultMaxCap ? ram : kDefaultMaxCap;
-  return m & ~(kRangeAlign - 1);
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur / 4 < m)
+    m = as.rlim_cur / 4;
+  m &= ~(kRangeAlign - 1);
+  return m ? m : kRangeAlign;
 }
 
 // The one place the heap reads its settings (the library's settings registry will take them

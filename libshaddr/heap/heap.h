@@ -30,7 +30,8 @@
 //   SHADDR_HEAP_MAX defaults to min(physical RAM, 64 GiB): a heap larger than RAM cannot be
 //   resident anyway, and every rank of a node maps every peer's range, so 64 GiB keeps
 //   ranks x range within x86-64's 128 TiB of user address space up to ~1,900 ranks per node.
-//   The range is virtual only: untouched pages cost nothing.
+//   The range is virtual only: untouched pages cost nothing. Under a finite RLIMIT_AS the
+//   default is at most a quarter of it, so that the reservation leaves the program its room.
 //
 // Settings (read once, at load; see config_from_env() in heap.cc)
 //   SHADDR_HEAP      auto (default): malloc-family allocations >= SHADDR_HEAP_MIN and alloc();

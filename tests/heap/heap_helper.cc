@@ -31,7 +31,7 @@ bool in_heap(const void *p) { return heap::contains(p, 1).has_value(); }
 
 int cmd_status() {
   heap::Status s = heap::status();
-  std::printf("on=%d\nreason=%s\nmin=%zu\n", s.on, s.reason, s.min_size);
+  std::printf("on=%d\nreason=%s\nmin=%zu\nreserved=%zu\n", s.on, s.reason, s.min_size, s.reserved);
   for (std::size_t n : {std::size_t{512} << 10, std::size_t{1} << 20}) {
     void *p = std::malloc(n);
     std::memset(p, 1, n);

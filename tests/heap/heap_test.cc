@@ -640,6 +640,19 @@ TEST(HeapRefusal, NoAddressSpaceForTheRange) {
       << r.out;
 }
 
+// Under a finite RLIMIT_AS the default range takes a quarter of it, and the program can still
+// map most of the rest.
+TEST(HeapRefusal, AnAddressSpaceLimitShrinksTheDefaultRange) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_HELPER, "status"}, {}, [] {
+    rlimit rl{std::size_t{8} << 30, std::size_t{8} << 30};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
+  });
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("on=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reserved=2147483648\n"), std::string::npos) << r.out;
+}
+
 TEST(HeapPreload, AProgramThatKnowsNothingOfShaddr) {
   if (kSanitizer) GTEST_SKIP();
   Proc plain = run({HEAP_PLAIN}, {});
