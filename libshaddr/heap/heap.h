@@ -52,23 +52,40 @@
 // Semantics kept
 //   calloc zeroes (jemalloc tracks which extents are known zero; punched and fresh pages are);
 //   realloc across the threshold moves the data both ways; all alignments; free and
-//   malloc_usable_size of glibc memory; threads; fork: the child copies the heap into its own
-//   memfd in its first fork handler while the parent waits in its own, so neither side sees
-//   the other's later writes (a write by another parent thread *during* fork() may or may
-//   not reach the child, page by page); exec: the memfd is MFD_CLOEXEC; exhaustion of
-//   SHADDR_HEAP_MAX and any failure of the heap fall back to glibc.
+//   malloc_usable_size of glibc memory; threads; exec: the memfd is MFD_CLOEXEC; exhaustion
+//   of SHADDR_HEAP_MAX and any failure of the heap fall back to glibc (status().exhausted
+//   counts refusals).
+//   fork: the MAP_SHARED mapping would be inherited, so our fork handlers (registered before
+//   jemalloc's) make the child copy the heap's data into a memfd of its own (sendfile, holes
+//   skipped) and map it in place, while the parent waits in its handler before anything,
+//   jemalloc's unlocking included, runs on. Neither side sees the other's writes made after
+//   fork() returned. A fork child that cannot make a memfd copies into private anonymous
+//   memory instead (its heap is then off for sharing); if even that fails it aborts rather
+//   than share memory with its parent.
 //
 // When the heap steps aside (status().reason says which)
 //   - sanitizer builds (SHADDR_SANITIZE, or -fsanitize=address/thread/memory): the malloc
 //     family is not defined at all, the sanitizer's allocator stays in charge;
 //   - a program that brings its own allocator: at load, dlsym(RTLD_DEFAULT, "malloc") is not
 //     this library's malloc (the executable, or a library before us in the lookup order,
-//     defines it); then this malloc is never called by the program and the heap stays off;
+//     defines it); then this malloc is never called by the program and the heap stays off.
+//     A library that merely depends on libshaddr-heap and is preloaded comes after glibc in
+//     that order: preload libshaddr-heap itself (the reason says so);
 //   - memfd_create() or the reservation fails (seccomp, RLIMIT_NOFILE, RLIMIT_AS, ...).
 //
 // Limits
-//   fork handlers cover fork(); a raw clone()/_Fork() child without CLONE_VM shares the heap
-//   with its parent until it execs. jemalloc reads MALLOC_CONF like any jemalloc.
+//   - A write by another parent thread *during* fork() (before it returns in the parent) may
+//     or may not reach the child, page by page: the copy is not one atomic snapshot the way
+//     the kernel's copy-on-write is.
+//   - fork() costs a copy of the heap's resident data: 1 GiB took 0.55-0.7 s here against
+//     0.04 s with glibc. posix_spawn(), vfork(), system() and popen() run no fork handlers
+//     and copy nothing. A raw clone()/_Fork() child without CLONE_VM shares the heap with its
+//     parent until it execs. If the fork handler cannot make its pipe (no fds left), the
+//     parent does not wait for the child's copy.
+//   - A heap malloc+free pair of 64 KiB or more costs 0.2-0.5 us (no thread cache).
+//   - memfd pages are shmem: not charged against strict overcommit (vm.overcommit_memory=2),
+//     no transparent huge pages unless shmem_enabled allows them.
+//   - The private jemalloc reads MALLOC_CONF like any jemalloc.
 #pragma once
 
 #include <cstddef>
