@@ -129,7 +129,7 @@ struct Config {
   char error[160] = "";  // non-empty: a setting did not parse; the heap stays off
 };
 
-// "123", "64K", "1M", "2G" (binary units; "KiB"/"kb" spellings accepted).
+// "123", "64K", "1M", "2G", "1T" (binary units; "KiB"/"kb" spellings accepted).
 bool parse_size(const char *s, std::size_t *out) {
   if (!s || *s < '0' || *s > '9') return false;
   std::size_t v = 0;
@@ -142,6 +142,7 @@ bool parse_size(const char *s, std::size_t *out) {
     case 'k': case 'K': mul = KiB; ++s; break;
     case 'm': case 'M': mul = MiB; ++s; break;
     case 'g': case 'G': mul = GiB; ++s; break;
+    case 't': case 'T': mul = 1024 * GiB; ++s; break;
     default: break;
   }
   if (mul != 1 && (s[0] == 'i' || s[0] == 'I')) ++s;
@@ -184,7 +185,7 @@ Config config_from_env() {
     c.mode = Mode::off;
   }
   if (min && *min && !parse_size(min, &c.min))
-    std::snprintf(c.error, sizeof c.error, "SHADDR_HEAP_MIN=%.40s is not a size (bytes, K, M, G)", min);
+    std::snprintf(c.error, sizeof c.error, "SHADDR_HEAP_MIN=%.40s is not a size (bytes, K, M, G, T)", min);
   c.max = default_max();
   if (max && *max) {
     std::size_t m = 0;

@@ -36,7 +36,7 @@
 // Settings (read once, at load; see config_from_env() in heap.cc)
 //   SHADDR_HEAP      auto (default): malloc-family allocations >= SHADDR_HEAP_MIN and alloc();
 //                    mpi-alloc-only: only alloc(); off: nothing (no memfd, no reservation).
-//   SHADDR_HEAP_MIN  bytes, K/M/G suffixes (KiB...). Default 64 KiB. Measured here
+//   SHADDR_HEAP_MIN  bytes, K/M/G/T suffixes (KiB...). Default 64 KiB. Measured here
 //                    (shaddr_heap_bench, /tmp/sb-style loops): a heap malloc+free pair costs
 //                    0.2-0.5 us against glibc's 0.02-0.04 us (jemalloc's large path without
 //                    a thread cache takes several locks), while one in-cache copy of the
@@ -46,7 +46,7 @@
 //                    allocations (strings, containers) are most of a program's. Bcast's
 //                    mapped path starts above SHADDR_BCAST_FIFO_MAX (16 KiB): set 16K to
 //                    cover 16-64 KiB buffers too, or use MPI_Alloc_mem (always in the heap).
-//   SHADDR_HEAP_MAX  bytes, K/M/G suffixes; the reservation (see above).
+//   SHADDR_HEAP_MAX  bytes, K/M/G/T suffixes; the reservation (see above).
 //   SHADDR_VERBOSE=1 one line on stderr at load: on (and where), or off and why.
 //
 // Semantics kept
