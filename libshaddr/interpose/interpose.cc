@@ -17,6 +17,7 @@
 
 #include "calls.h"
 #include "hier.h"
+#include "shaddr/mpi_glue.h"
 #include "state.h"
 #include "types.h"
 #include "verify.h"
@@ -225,9 +226,11 @@ int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI
                                  sop, root, &fb),
                      &fb);
   }
+  // libshaddr leaves in-place input as it was when it fails; only a failure injected after a
+  // success (SHADDR_INTERPOSE_FAIL_EVERY) needs a copy.
   Backup keep;
-  if (in_place) keep.save(static_cast<char *>(recvbuf), bytes);
-  int rc = shaddr_reduce(s->sc, in_place ? SHADDR_IN_PLACE : sendbuf,
+  if (in_place && settings().fail_every) keep.save(static_cast<char *>(recvbuf), bytes);
+  int rc = shaddr_reduce(s->sc, shaddr_mpi_reduce_sendbuf(sendbuf, recvbuf, is_root),
                          is_root ? recvbuf : nullptr, count, dt, sop, root);
   if (failed(*s, c, "Reduce", rc)) {
     keep.restore();
@@ -255,9 +258,10 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
                                  sop, -1, &fb),
                      &fb);
   }
-  Backup keep;
-  if (in_place) keep.save(static_cast<char *>(recvbuf), bytes);
-  int rc = shaddr_allreduce(s->sc, in_place ? SHADDR_IN_PLACE : sendbuf, recvbuf, count, dt, sop);
+  Backup keep;  // as in reduce()
+  if (in_place && settings().fail_every) keep.save(static_cast<char *>(recvbuf), bytes);
+  int rc = shaddr_allreduce(s->sc, shaddr_mpi_reduce_sendbuf(sendbuf, recvbuf, 1), recvbuf, count,
+                            dt, sop);
   if (failed(*s, c, "Allreduce", rc)) {
     keep.restore();
     return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
