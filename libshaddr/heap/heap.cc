@@ -67,6 +67,74 @@ namespace detail {
 std::atomic<std::size_t> g_route_min{SIZE_MAX};
 std::atomic<std::uintptr_t> g_base{0};
 std::atomic<std::size_t> g_size{0};
+
+namespace {
+// [*b, *e) of text without the blanks around it.
+void trimmed(const char *text, const char **b, const char **e) {
+  const char *s = text, *t = text + std::strlen(text);
+  while (*s == ' ' || *s == '\t') ++s;
+  while (t > s && (t[-1] == ' ' || t[-1] == '\t' || t[-1] == '\r')) --t;
+  *b = s;
+  *e = t;
+}
+bool same_word(const char *b, const char *e, const char *w, std::size_t wlen, bool any_case) {
+  if ((std::size_t)(e - b) != wlen) return false;
+  for (std::size_t i = 0; i < wlen; i++)
+    if (any_case ? (b[i] | 0x20) != w[i] : b[i] != w[i]) return false;
+  return true;
+}
+}  // namespace
+
+bool parse_size_setting(const char *text, std::uint64_t lo, std::uint64_t hi, std::uint64_t *out) {
+  const char *b, *e;
+  trimmed(text, &b, &e);
+  char buf[64];
+  if (e == b || (std::size_t)(e - b) >= sizeof buf || *b == '-' || *b == '+') return false;
+  std::memcpy(buf, b, (std::size_t)(e - b));
+  buf[e - b] = 0;
+  char *end = nullptr;
+  int saved = errno;
+  errno = 0;
+  unsigned long long n = std::strtoull(buf, &end, 0);
+  bool bad = end == buf || errno != 0;
+  errno = saved;
+  if (bad) return false;
+  unsigned shift = 0;
+  if (*end) {
+    static constexpr char kSuffixes[] = "KMGT";
+    const char *p = std::strchr(kSuffixes, *end & ~0x20);
+    if (!p || !*p) return false;
+    shift = 10 * (unsigned)(p - kSuffixes + 1);
+    ++end;
+  }
+  if (*end || (shift && n > (UINT64_MAX >> shift))) return false;
+  n <<= shift;
+  if (n < lo || n > hi) return false;
+  *out = n;
+  return true;
+}
+
+int parse_choice_setting(const char *text, const char *words) {
+  const char *b, *e;
+  trimmed(text, &b, &e);
+  for (int i = 0; *words; i++) {
+    const char *sp = std::strchr(words, ' ');
+    std::size_t len = sp ? (std::size_t)(sp - words) : std::strlen(words);
+    if (same_word(b, e, words, len, false)) return i;
+    words += len + (sp ? 1 : 0);
+  }
+  return -1;
+}
+
+int parse_bool_setting(const char *text) {
+  const char *b, *e;
+  trimmed(text, &b, &e);
+  for (const char *w : {"1", "yes", "true", "on"})
+    if (same_word(b, e, w, std::strlen(w), true)) return 1;
+  for (const char *w : {"0", "no", "false", "off"})
+    if (same_word(b, e, w, std::strlen(w), true)) return 0;
+  return -1;
+}
 }  // namespace detail
 
 namespace {
@@ -129,28 +197,6 @@ struct Config {
   char error[160] = "";  // non-empty: a setting did not parse; the heap stays off
 };
 
-// "123", "64K", "1M", "2G", "1T" (binary units; "KiB"/"kb" spellings accepted).
-bool parse_size(const char *s, std::size_t *out) {
-  if (!s || *s < '0' || *s > '9') return false;
-  std::size_t v = 0;
-  for (; *s >= '0' && *s <= '9'; ++s) {
-    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (std::size_t)(*s - '0'), &v))
-      return false;
-  }
-  std::size_t mul = 1;
-  switch (*s) {
-    case 'k': case 'K': mul = KiB; ++s; break;
-    case 'm': case 'M': mul = MiB; ++s; break;
-    case 'g': case 'G': mul = GiB; ++s; break;
-    case 't': case 'T': mul = 1024 * GiB; ++s; break;
-    default: break;
-  }
-  if (mul != 1 && (s[0] == 'i' || s[0] == 'I')) ++s;
-  if (mul != 1 && (s[0] == 'b' || s[0] == 'B')) ++s;
-  if (*s) return false;
-  return !__builtin_mul_overflow(v, mul, out);
-}
-
 // min(RAM, 64 GiB) (heap.h says why), and at most a quarter of a finite RLIMIT_AS: the
 // reservation counts against that limit, and must not take the program's own mappings away.
 std::size_t default_max() {
@@ -164,36 +210,41 @@ std::size_t default_max() {
   return m ? m : kRangeAlign;
 }
 
-// The one place the heap reads its settings (the library's settings registry will take them
-// over): SHADDR_HEAP, SHADDR_HEAP_MIN, SHADDR_HEAP_MAX, SHADDR_VERBOSE.
+// The one place the heap reads its settings: SHADDR_HEAP, SHADDR_HEAP_MIN, SHADDR_HEAP_MAX,
+// SHADDR_VERBOSE. They are declared in libshaddr's settings registry (settings_table.cc: the
+// README's table, shaddr-info --settings) and parsed here by the registry's grammar
+// (detail::parse_*_setting below), because this runs inside the first malloc, where the
+// registry's reader, which allocates, cannot.
 Config config_from_env() {
   Config c;
   const char *mode = std::getenv("SHADDR_HEAP");
   const char *min = std::getenv("SHADDR_HEAP_MIN");
   const char *max = std::getenv("SHADDR_HEAP_MAX");
   const char *verbose = std::getenv("SHADDR_VERBOSE");
-  c.verbose = verbose && std::strcmp(verbose, "0") != 0 && *verbose;
-  if (!mode || !*mode || !std::strcmp(mode, "auto")) {
-    c.mode = Mode::automatic;
-  } else if (!std::strcmp(mode, "off")) {
-    c.mode = Mode::off;
-  } else if (!std::strcmp(mode, "mpi-alloc-only")) {
-    c.mode = Mode::mpi_alloc_only;
-  } else {
+  c.verbose = verbose && *verbose && detail::parse_bool_setting(verbose) == 1;
+  const int m = mode && *mode ? detail::parse_choice_setting(mode, detail::kHeapModes) : 0;
+  if (m < 0) {
     std::snprintf(c.error, sizeof c.error,
                   "SHADDR_HEAP=%.40s is not auto, off or mpi-alloc-only", mode);
     c.mode = Mode::off;
+  } else {
+    c.mode = m == 1 ? Mode::off : m == 2 ? Mode::mpi_alloc_only : Mode::automatic;
   }
-  if (min && *min && !parse_size(min, &c.min))
-    std::snprintf(c.error, sizeof c.error, "SHADDR_HEAP_MIN=%.40s is not a size (bytes, K, M, G, T)", min);
+  std::uint64_t v = 0;
+  if (min && *min) {
+    if (detail::parse_size_setting(min, detail::kHeapMinLo, detail::kHeapMinHi, &v))
+      c.min = v;
+    else
+      std::snprintf(c.error, sizeof c.error,
+                    "SHADDR_HEAP_MIN=%.40s is not a size (bytes, K, M, G, T)", min);
+  }
   c.max = default_max();
   if (max && *max) {
-    std::size_t m = 0;
-    if (!parse_size(max, &m) || m < kRangeAlign || m > (std::size_t{1} << 46))
+    if (detail::parse_size_setting(max, detail::kHeapMaxLo, detail::kHeapMaxHi, &v))
+      c.max = align_up(v, kRangeAlign);
+    else
       std::snprintf(c.error, sizeof c.error,
                     "SHADDR_HEAP_MAX=%.40s is not a size between 2M and 64T", max);
-    else
-      c.max = align_up(m, kRangeAlign);
   }
   return c;
 }
@@ -617,3 +668,9 @@ HEAP_API void purge() {
 }
 
 }  // namespace shaddr::heap
+
+extern "C" HEAP_API const shaddr::heap::Api *shaddr_heap_api_v1() {
+  static constexpr shaddr::heap::Api api{shaddr::heap::kApiVersion, shaddr::heap::status,
+                                         shaddr::heap::contains};
+  return &api;
+}

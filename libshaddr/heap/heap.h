@@ -33,10 +33,11 @@
 //   The range is virtual only: untouched pages cost nothing. Under a finite RLIMIT_AS the
 //   default is at most a quarter of it, so that the reservation leaves the program its room.
 //
-// Settings (read once, at load; see config_from_env() in heap.cc)
+// Settings (read once, at load; see config_from_env() in heap.cc). Declared in libshaddr's
+// settings registry (libshaddr/src/settings_table.cc, README's table) and parsed by its grammar.
 //   SHADDR_HEAP      auto (default): malloc-family allocations >= SHADDR_HEAP_MIN and alloc();
 //                    mpi-alloc-only: only alloc(); off: nothing (no memfd, no reservation).
-//   SHADDR_HEAP_MIN  bytes, K/M/G/T suffixes (KiB...). Default 64 KiB. Measured here
+//   SHADDR_HEAP_MIN  bytes, K/M/G/T suffixes. Default 64 KiB. Measured here
 //                    (shaddr_heap_bench, /tmp/sb-style loops): a heap malloc+free pair costs
 //                    0.2-0.5 us against glibc's 0.02-0.04 us (jemalloc's large path without
 //                    a thread cache takes several locks), while one in-cache copy of the
@@ -141,4 +142,18 @@ std::size_t file_resident();
 // hole-punches). Normally jemalloc's decay does this within about a second of activity.
 void purge();
 
+// How libshaddr finds the heap of its process without linking libshaddr-heap (which must come
+// first in the symbol lookup order to be the malloc): dlsym(RTLD_DEFAULT, kApiSymbol), a
+// function returning this table; no such symbol means no heap. An executable that links the
+// heap's objects must export its dynamic symbols (-rdynamic) for the lookup to find it.
+struct Api {
+  unsigned version;  // kApiVersion
+  Status (*status)();
+  std::optional<std::size_t> (*contains)(const void *addr, std::size_t len);
+};
+inline constexpr unsigned kApiVersion = 1;
+inline constexpr const char kApiSymbol[] = "shaddr_heap_api_v1";
+
 }  // namespace shaddr::heap
+
+extern "C" const shaddr::heap::Api *shaddr_heap_api_v1();

@@ -27,4 +27,17 @@ void *engine_realloc(void *p, std::size_t size);  // p in the heap
 void engine_free(void *p);                         // p in the heap
 std::size_t engine_usable_size(const void *p);     // p in the heap
 
+// The settings grammar of libshaddr's registry (libshaddr/src/settings.h), without malloc:
+// surrounding blanks ignored; a size is digits (0x hex, a leading 0 octal, as strtoull) and at
+// most one K, M, G or T (binary, any case), within [lo, hi]; a choice one of the
+// space-separated words; a boolean 0/1, no/yes, false/true, off/on (any case). The unit
+// test HeapSettings.GrammarIsTheRegistrys compares them with parse_setting().
+bool parse_size_setting(const char *text, std::uint64_t lo, std::uint64_t hi, std::uint64_t *out);
+int parse_choice_setting(const char *text, const char *words);  // the word's index, or -1
+int parse_bool_setting(const char *text);                        // 0, 1, or -1
+// What settings_table.cc declares for them (the test checks the two agree).
+inline constexpr const char *kHeapModes = "auto off mpi-alloc-only";
+inline constexpr std::uint64_t kHeapMinLo = 0, kHeapMinHi = UINT64_MAX;
+inline constexpr std::uint64_t kHeapMaxLo = std::uint64_t{2} << 20, kHeapMaxHi = std::uint64_t{64} << 40;
+
 }  // namespace shaddr::heap::detail

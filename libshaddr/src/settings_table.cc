@@ -90,6 +90,23 @@ constexpr SettingDef kSettings[] = {
           "of every algorithm, and the callers' fallbacks, can be reached; `0`: off"),
     typed("SHADDR_FAIL_INJECT_RANK", T::kInt, L::kLibrary, kEqual, kEnvOnly, 0, kMax, "",
           "all ranks", "testing aid: `SHADDR_FAIL_INJECT` on this node rank only"),
+    // --- libshaddr-heap: the allocator of each process (read at load, malloc-free, by this
+    // grammar: libshaddr/heap/heap_internal.h); per rank, since each process's heap is its own
+    typed("SHADDR_HEAP", T::kChoice, L::kLibrary, kRank, kEnvOnly, 0, 0,
+          "auto off mpi-alloc-only", "`auto`",
+          "with `libshaddr-heap.so` preloaded (`shaddr-run` does it): `auto` puts malloc-family "
+          "allocations of `SHADDR_HEAP_MIN` bytes or more and `MPI_Alloc_mem` in a "
+          "per-process memfd that the node's peers map once, received over a unix socket "
+          "(no ptrace rights needed), so reads of them are single copies by pointer; "
+          "`mpi-alloc-only`: `MPI_Alloc_mem` only; `off`: neither (`shaddr-run` does not "
+          "preload it)"),
+    typed("SHADDR_HEAP_MIN", T::kSize, L::kLibrary, kRank, kEnvOnly, 0, kMax, "", "`64K`",
+          "smallest malloc-family allocation that goes to the heap; smaller ones stay with "
+          "glibc (a heap malloc+free costs 0.2-0.5 us more)"),
+    typed("SHADDR_HEAP_MAX", T::kSize, L::kLibrary, kRank, kEnvOnly, 2 * kMi, 64 * kTi, "",
+          "RAM, at most `64G` and a quarter of `RLIMIT_AS`",
+          "address space a process reserves for its heap (and maps once per node peer); "
+          "allocations beyond it go to glibc"),
     // --- the interposer: equal on every rank of the job, agreed at MPI_Init ---
     typed("SHADDR_NODES", T::kInt, L::kInterposer, kEqual, kEnvOnly, 0, 1 << 20, "", "`0`",
           "interposer, testing aid: cut each node into this many virtual nodes (blocks of node "
