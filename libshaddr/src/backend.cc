@@ -56,7 +56,9 @@ constexpr Candidate kCandidates[] = {
 
 }  // namespace
 
-int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *reason) {
+namespace {
+
+int select_inner(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *reason) {
   SettingsReader in;
   const std::string want = in.word("SHADDR_BACKEND", "auto");
   if (in.error()) {
@@ -87,6 +89,24 @@ int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::
   }
   *reason = "no backend: " + not_chosen;
   return err;
+}
+
+}  // namespace
+
+int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *reason) {
+  if (int err = select_inner(host, out, reason)) return err;
+  std::string note;
+  if (int err = add_heap_layer(host, out, &note)) {
+    *reason = note;
+    out->reset();
+    return err;
+  }
+  const std::string inner = *reason;
+  if (std::strncmp((*out)->name(), "heap+", 5) == 0)
+    *reason = std::string((*out)->name()) + ": " + note + ", everything else by " + inner;
+  else
+    *reason = inner + "; " + note;
+  return 0;
 }
 
 }  // namespace shaddr

@@ -14,6 +14,14 @@
 
 namespace shaddr {
 
+// What the heap layer (backend_heap.cc) did; shaddr_comm_stats' heap_* fields.
+struct HeapStats {
+  uint64_t transfers = 0;  // reads and mappings of peers' memory served from their heap files
+  uint64_t bytes = 0;      // bytes of them
+  uint64_t exposures = 0;  // this rank's buffers exposed from its heap (no inner exposure)
+  uint64_t peers = 0;      // peers whose heap this rank maps
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -45,6 +53,8 @@ class Backend {
   // How many peer mappings it holds at once (window: its slots). An algorithm that reads every
   // peer in turn unmaps and maps on every read beyond this; a ring reads one peer instead.
   virtual size_t max_mappings() const { return SIZE_MAX; }
+  // The heap layer's counters; nullptr for the other backends.
+  virtual const HeapStats *heap_stats() const { return nullptr; }
 };
 
 // Each factory is collective over host: it returns 0 and the backend on every rank, or the same
@@ -54,9 +64,15 @@ int make_cma_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std
 int make_window_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
 int make_shm_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *why);
 
+// The heap layer: where some rank's heap (libshaddr/heap) is on and every peer maps it
+// (heap_share.h), replaces *be by a backend that reads peers' heap buffers through those
+// mappings and hands everything else to *be; else leaves *be. *note says what is on and why
+// not elsewhere. Collective; 0, or the error of a failed allgather.
+int add_heap_layer(const shaddr_host &host, std::unique_ptr<Backend> *be, std::string *note);
+
 // SHADDR_BACKEND (segment, window, cma, shm, auto; default auto: the best that works here,
-// in that order). Collective.
-// *reason says what was chosen and why the better ones were not.
+// in that order), then the heap layer over it. Collective.
+// *reason says what was chosen and why the better ones were not, and where the heap is on.
 int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::string *reason);
 
 // Helpers for the factories: agree on success across the node.

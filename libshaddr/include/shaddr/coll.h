@@ -107,6 +107,11 @@ enum shaddr_coll {
  * @cache_evictions: mappings evicted to make room
  * @cache_refusals: transfers that copied because every mapping was in use
  * @bytes_mapped: bytes of peers' memory currently mapped
+ * @heap_transfers: reads and mappings of peers' memory served from their heap files (the heap
+ *                  layer: a pointer into a mapping made once; no system call, no cache)
+ * @heap_bytes: bytes of @heap_transfers
+ * @heap_exposures: this rank's buffers exposed from its own heap (nothing pinned or staged)
+ * @heap_peers: peers whose heap this rank maps (0: the heap layer is off)
  */
 struct shaddr_comm_stats {
 	uint64_t calls[SHADDR_COLL_COUNT];
@@ -118,6 +123,10 @@ struct shaddr_comm_stats {
 	uint64_t cache_evictions;
 	uint64_t cache_refusals;
 	uint64_t bytes_mapped;
+	uint64_t heap_transfers;
+	uint64_t heap_bytes;
+	uint64_t heap_exposures;
+	uint64_t heap_peers;
 };
 
 /**
@@ -142,7 +151,10 @@ SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm);
 SHADDR_API int shaddr_comm_rank(const shaddr_comm_t *comm);
 SHADDR_API int shaddr_comm_size(const shaddr_comm_t *comm);
 
-/** shaddr_comm_backend() - "window", "segment", "cma" or "shm"; "" for NULL. */
+/**
+ * shaddr_comm_backend() - "window", "segment", "cma" or "shm", prefixed with "heap+" where the
+ * heap layer serves peers' heap buffers over it; "" for NULL.
+ */
 SHADDR_API const char *shaddr_comm_backend(const shaddr_comm_t *comm);
 
 /** shaddr_comm_stats() - copy the statistics. 0 or -EINVAL. */
