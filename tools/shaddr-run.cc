@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,12 +46,16 @@ libshaddr: no rebuild. Two forms:
 
 Options:
   --mpi NAME   do not detect: use libshaddr-NAME.so
-  --print      print the chosen library (and the command) instead of running it
+  --print      print the chosen library, then libshaddr-heap.so if it is preloaded too (and
+               the command), instead of running it
   -h, --help   this text
 
+libshaddr-heap.so is preloaded too, first (it must be the program's malloc), so that peers
+read each other's heap buffers by pointer; SHADDR_HEAP=off leaves it out.
+
 Environment: SHADDR_INTERPOSE_DIR overrides where the libraries are looked for (default: the
-build tree next to this program); SHADDR_BACKEND, SHADDR_NODES, SHADDR_VERBOSE, ... reach the
-ranks as usual (see the README's settings table).
+build tree next to this program); SHADDR_BACKEND, SHADDR_HEAP, SHADDR_NODES, SHADDR_VERBOSE, ...
+reach the ranks as usual (see the README's settings table).
 )";
 
 [[noreturn]] void die(const std::string &msg) {
@@ -96,6 +101,21 @@ std::optional<std::string> find_command(const std::string &name) {
     if (colon == std::string_view::npos) return std::nullopt;
     dirs.remove_prefix(colon + 1);
   }
+}
+
+// Whether the variable is one of @words, blanks around it ignored (the settings' grammar).
+bool env_is(const char *name, std::initializer_list<const char *> words, bool any_case) {
+  const char *v = std::getenv(name);
+  std::string_view t = v ? v : "";
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r')) t.remove_suffix(1);
+  for (std::string_view w : words) {
+    if (t.size() != w.size()) continue;
+    size_t i = 0;
+    while (i < t.size() && (any_case ? (t[i] | 0x20) == w[i] : t[i] == w[i])) i++;
+    if (i == t.size()) return true;
+  }
+  return false;
 }
 
 // ------------------------------------------------------------------ the program's libraries
@@ -342,8 +362,30 @@ int main(int argc, char **argv) {
   }
   if (lib.empty())
     die("libshaddr-" + mpi + ".so not found (looked in: " + looked + "); build it first");
+  // libshaddr-heap (issue 22: peers' heap buffers read by pointer) goes first: its malloc must
+  // come before glibc's and the interposer's dependencies in the lookup order. Next to the
+  // interposer when installed, in the build tree's libshaddr/heap otherwise. Without it, or
+  // with SHADDR_HEAP=off, the ranks run as before (SHADDR_VERBOSE says why).
+  std::string heap;
+  if (!env_is("SHADDR_HEAP", {"off"}, false)) {
+    std::vector<std::string> heap_dirs{dirname_of(lib)};
+    if (const char *d = std::getenv("SHADDR_INTERPOSE_DIR"); d && *d) heap_dirs.emplace_back(d);
+    heap_dirs.push_back(here + "/../libshaddr/heap");
+    heap_dirs.push_back(here + "/../build/libshaddr/heap");
+    for (const std::string &d : heap_dirs) {
+      const std::string cand = d + "/libshaddr-heap.so";
+      if (is_regular_file(cand)) {
+        heap = real_path(cand).value_or(cand);
+        break;
+      }
+    }
+    if (heap.empty() && env_is("SHADDR_VERBOSE", {"1", "yes", "true", "on"}, true))
+      std::fprintf(stderr, "shaddr-run: libshaddr-heap.so not found next to %s nor in the build "
+                   "tree: the heap stays off\n", lib.c_str());
+  }
   const char *old = std::getenv("LD_PRELOAD");
-  const std::string preload = lib + (old && *old ? ":" + std::string(old) : "");
+  const std::string preload =
+      (heap.empty() ? "" : heap + ":") + lib + (old && *old ? ":" + std::string(old) : "");
 
   if (launcher) {
     std::vector<std::string> cmd{args[0]};
@@ -355,6 +397,7 @@ int main(int argc, char **argv) {
     cmd.insert(cmd.end(), args.begin() + 1, args.end());
     if (print) {
       std::printf("%s\n", lib.c_str());
+      if (!heap.empty()) std::printf("%s\n", heap.c_str());
       for (const std::string &a : cmd) std::printf("%s ", shell_quote(a).c_str());
       std::printf("\n");
       return 0;
@@ -363,6 +406,7 @@ int main(int argc, char **argv) {
   }
   if (print) {
     std::printf("%s\n", lib.c_str());
+    if (!heap.empty()) std::printf("%s\n", heap.c_str());
     return 0;
   }
   if (setenv("LD_PRELOAD", preload.c_str(), 1) != 0) die("cannot set LD_PRELOAD");
