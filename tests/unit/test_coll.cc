@@ -5,6 +5,7 @@
 // (oversubscribed); each backend of SHADDR_TEST_BACKENDS (default "cma shm" on the host; the VM
 // run adds segment and window and slot-straddling sizes). Reductions are compared bitwise (the
 // significant bytes of each element) on every rank.
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../heap/heap.h"
 #include "bootstrap.h"
 #include "comm.h"
 #include "reduce_ops.h"
@@ -48,6 +50,21 @@ std::vector<std::string> test_backends() {
   std::vector<std::string> out;
   for (std::string b; in >> b;) out.push_back(b);
   return out;
+}
+
+// "heap+<inner>": the heap layer over <inner> (SHADDR_BACKEND=<inner>); it needs the heap in
+// this process (ctest's unit.coll_on_heap preloads libshaddr-heap.so).
+std::string backend_setting(const std::string &b) {
+  return b.rfind("heap+", 0) == 0 ? b.substr(5) : b;
+}
+
+// Why the heap is not on in this process, or "" if it is.
+std::string heap_missing() {
+  using Fn = const heap::Api *(*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, heap::kApiSymbol));
+  if (!fn) return "libshaddr-heap is not loaded (LD_PRELOAD it)";
+  const heap::Status st = fn()->status();
+  return st.on ? "" : st.reason;
 }
 
 // Extra sizes for backends whose mappings are slot-sized (window: 16 MiB default slot).
@@ -110,13 +127,19 @@ int allgather_both_ways(shaddr_comm_t *c, int rank, int size, size_t bytes, uint
 // Runs body(comm, rank, size) on n forked ranks with the given backend.
 template <typename Body>
 int on_ranks(int n, const std::string &backend, Body body) {
-  setenv("SHADDR_BACKEND", backend.c_str(), 1);
+  if (backend.rfind("heap+", 0) == 0 && !heap_missing().empty()) {
+    std::fprintf(stderr, "backend %s: %s\n", backend.c_str(), heap_missing().c_str());
+    return 89;
+  }
+  setenv("SHADDR_BACKEND", backend_setting(backend).c_str(), 1);
   int r = run_forked(n, [&](const shaddr_host &h) {
     alarm(300);  // a watchdog: a stalled collective fails the test instead of hanging it
     const int rank = h.rank;
     shaddr_comm_t *comm = nullptr;
     REQUIRE(shaddr_comm_create(&h, &comm) == 0, 90, "comm_create");
-    REQUIRE(backend == shaddr_comm_backend(comm), 91, "backend %s", shaddr_comm_backend(comm));
+    // One rank has no peer whose heap it could read: no heap layer.
+    const std::string want = h.size == 1 ? backend_setting(backend) : backend;
+    REQUIRE(want == shaddr_comm_backend(comm), 91, "backend %s", shaddr_comm_backend(comm));
     int res = body(comm, h.rank, h.size);
     REQUIRE(shaddr_comm_free(comm) == 0, 92, "comm_free");
     return res;
@@ -151,7 +174,7 @@ TEST_P(Coll, Barrier) {
 
 // A peer that dies leaves the others with EOWNERDEAD, not a hang (the watchdog would fire).
 TEST_P(Coll, PeerThatDiedIsReportedNotWaitedFor) {
-  setenv("SHADDR_BACKEND", GetParam().c_str(), 1);
+  setenv("SHADDR_BACKEND", backend_setting(GetParam()).c_str(), 1);
   EXPECT_EQ(run_forked(3, [&](const shaddr_host &h) {
               alarm(300);
               const int rank = h.rank;
@@ -172,7 +195,7 @@ TEST_P(Coll, PeerThatDiedIsReportedNotWaitedFor) {
 // arrive). The waiter must look again before calling the peer dead. Here the peer is gone and
 // the flag "turns up" exactly at that second look: the liveness check comes after 4095 waits.
 TEST_P(Coll, PeerThatExitedAfterItsPartIsNotDead) {
-  setenv("SHADDR_BACKEND", GetParam().c_str(), 1);
+  setenv("SHADDR_BACKEND", backend_setting(GetParam()).c_str(), 1);
   // Waits that never sleep, so the peer is looked at after exactly 4096 looks at the flag (a
   // sleep counts as 256: wait.h).
   setenv("SHADDR_WAIT", "spin", 1);
@@ -663,8 +686,32 @@ TEST_P(Coll, AllgathervRing) {
   unsetenv("SHADDR_ALLGATHER_RING");
 }
 
-INSTANTIATE_TEST_SUITE_P(Via, Coll, ::testing::ValuesIn(test_backends()),
-                         [](const auto &info) { return info.param; });
+// The heap layer really served peers' heap buffers: every rank reads 1 MiB from each peer's
+// malloc'd buffer (in the heap) and counts it in its heap statistics.
+TEST_P(Coll, HeapTransfersHappen) {
+  if (GetParam().rfind("heap+", 0) != 0) GTEST_SKIP() << "not a heap backend";
+  EXPECT_EQ(on_ranks(3, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+              const size_t bytes = 1 << 20;
+              std::vector<unsigned char> send(bytes), recv(bytes * size);
+              fill(send.data(), bytes, rank, 77);
+              REQUIRE(shaddr_allgather(c, send.data(), bytes, recv.data()) == 0, 1, "allgather");
+              size_t bad;
+              for (int r = 0; r < size; r++)
+                REQUIRE(check(recv.data() + r * bytes, bytes, r, 77, &bad), 2, "block %d byte %zu", r, bad);
+              const HeapStats *hs = from_handle(c)->backend().heap_stats();
+              REQUIRE(hs && hs->peers == 2u && hs->bytes >= 2 * bytes, 3, "heap bytes %llu",
+                      hs ? (unsigned long long)hs->bytes : 0ull);
+              return 0;
+            }),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Via, Coll, ::testing::ValuesIn(test_backends()), [](const auto &info) {
+  std::string name = info.param;  // test names are letters, digits and '_'
+  for (char &ch : name)
+    if (ch == '+') ch = '_';
+  return name;
+});
 
 // Bad input: documented errors and a message, never a crash (no communicator needed).
 TEST(CollApi, BadInput) {
