@@ -671,6 +671,7 @@ HEAP_API void purge() {
 
 extern "C" HEAP_API const shaddr::heap::Api *shaddr_heap_api_v1() {
   static constexpr shaddr::heap::Api api{shaddr::heap::kApiVersion, shaddr::heap::status,
-                                         shaddr::heap::contains};
+                                         shaddr::heap::contains, shaddr::heap::alloc,
+                                         shaddr::heap::release};
   return &api;
 }

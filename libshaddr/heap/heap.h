@@ -150,6 +150,8 @@ struct Api {
   unsigned version;  // kApiVersion
   Status (*status)();
   std::optional<std::size_t> (*contains)(const void *addr, std::size_t len);
+  void *(*alloc)(std::size_t size);  // for MPI_Alloc_mem in an interposer
+  void (*release)(void *p);          // for MPI_Free_mem
 };
 inline constexpr unsigned kApiVersion = 1;
 inline constexpr const char kApiSymbol[] = "shaddr_heap_api_v1";

@@ -6,6 +6,7 @@
 // that is not a rank, or a rank's pid under another uid, gets nothing from the socket; with
 // ptrace refused (Yama's ptrace_scope=1, or as simulated here) cma is refused and heap works;
 // the heap's settings grammar is the registry's.
+#include <dlfcn.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -433,6 +434,24 @@ TEST(HeapSettings, GrammarIsTheRegistrys) {
     const int registry = parse_setting(*verbose, s, &a, &why) == 0 ? static_cast<int>(a) : -1;
     EXPECT_EQ(heap::detail::parse_bool_setting(s), registry) << s;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// What libshaddr and an interposer's MPI_Alloc_mem use: the table found by dlsym.
+TEST(HeapApi, FoundByDlsymAndAllocatesInTheHeap) {
+  using Fn = const heap::Api *(*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, heap::kApiSymbol));
+  ASSERT_NE(fn, nullptr) << "the executable must export its symbols (ENABLE_EXPORTS)";
+  const heap::Api *api = fn();
+  ASSERT_EQ(api->version, heap::kApiVersion);
+  ASSERT_TRUE(api->status().on) << api->status().reason;
+  void *p = api->alloc(100);  // below SHADDR_HEAP_MIN, in the heap all the same
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(api->contains(p, 100).has_value());
+  api->release(p);
 }
 
 }  // namespace
