@@ -87,7 +87,11 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   }
   // Copy-only backends pay a system call per read: the FIFO's two copies win far longer
   // (shaddr-tune on cma, 2 ranks: FIFO alpha 0.02 us vs 3.4 us, still ahead at 256 KiB).
-  if (std::strcmp(c->backend_->name(), "cma") == 0 && !c->tuning_.bcast_fifo_configured)
+  // heap+cma too: a root buffer outside the heap costs what it costs on cma (a Bcast of a heap
+  // buffer could go direct sooner; not measured yet).
+  const char *be = c->backend_->name();
+  if ((!std::strcmp(be, "cma") || !std::strcmp(be, "heap+cma")) &&
+      !c->tuning_.bcast_fifo_configured)
     c->tuning_.bcast_fifo_max = 256u << 10;
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
   c->pids_.resize(host.size);
@@ -316,6 +320,12 @@ SHADDR_API int shaddr_comm_get_stats(const shaddr_comm_t *comm, struct shaddr_co
     st->cache_evictions += cs->evictions;
     st->cache_refusals += cs->refusals;
     st->bytes_mapped += cs->bytes_mapped;
+  }
+  if (const shaddr::HeapStats *hs = c->backend().heap_stats()) {
+    st->heap_transfers = hs->transfers;
+    st->heap_bytes = hs->bytes;
+    st->heap_exposures = hs->exposures;
+    st->heap_peers = hs->peers;
   }
   return 0;
 }
