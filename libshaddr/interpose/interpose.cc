@@ -8,6 +8,7 @@
 // contiguous are packed per rank; that is a local choice that changes nothing for the others.
 // libshaddr reports a failure on every rank of a node alike; one node then redoes the call (or
 // its phase of it) with PMPI_*, from inputs kept intact, so no rank returns wrong data.
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "calls.h"
+#include "heap.h"
 #include "hier.h"
 #include "shaddr/mpi_glue.h"
 #include "state.h"
@@ -141,6 +143,17 @@ bool bad_root(const State &s, int root) { return root < 0 || root >= s.size; }
 // Whole-buffer byte counts the PMPI_* phases of the hierarchy move in one int.
 bool fits_int(size_t bytes) { return bytes <= static_cast<size_t>(INT_MAX); }
 
+// libshaddr-heap's table, looked up once (nullptr: not loaded).
+const shaddr::heap::Api *heap_api() {
+  static const shaddr::heap::Api *api = [] {
+    using Fn = const shaddr::heap::Api *(*)();
+    auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, shaddr::heap::kApiSymbol));
+    const shaddr::heap::Api *a = fn ? fn() : nullptr;
+    return a && a->version == shaddr::heap::kApiVersion ? a : nullptr;
+  }();
+  return api;
+}
+
 }  // namespace
 
 // The MPI_* definitions are this library's interface (MPICH's mpi.h does not mark them
@@ -163,6 +176,27 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 int MPI_Finalize(void) {
   finalize_all();
   return PMPI_Finalize();
+}
+
+// MPI_Alloc_mem comes from the shared heap whenever it is on (with SHADDR_HEAP=mpi-alloc-only,
+// only MPI_Alloc_mem does): peers then read it in place. The heap is libshaddr-heap.so,
+// preloaded by shaddr-run; absent, MPI's own allocation.
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr) {
+  const shaddr::heap::Api *api = heap_api();
+  if (!api || size < 0 || !api->status().on) return PMPI_Alloc_mem(size, info, baseptr);
+  void *p = api->alloc(size ? static_cast<size_t>(size) : 1);
+  if (!p) return PMPI_Alloc_mem(size, info, baseptr);  // heap full: MPI's memory, still valid
+  *static_cast<void **>(baseptr) = p;
+  return MPI_SUCCESS;
+}
+
+int MPI_Free_mem(void *base) {
+  const shaddr::heap::Api *api = heap_api();
+  if (api && base && api->contains(base, 1)) {
+    api->release(base);
+    return MPI_SUCCESS;
+  }
+  return PMPI_Free_mem(base);
 }
 
 }  // extern "C"
