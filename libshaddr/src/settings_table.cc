@@ -85,9 +85,10 @@ constexpr SettingDef kSettings[] = {
           "microseconds one sleep of a waiter lasts at most before it looks again, so a peer "
           "that died is noticed"),
     typed("SHADDR_FAIL_INJECT", T::kInt, L::kLibrary, kEqual, kEnvOnly, 0, kMax, "", "`0`",
-          "testing aid: on each node communicator, the n-th step that can fail (exposing a "
-          "buffer, mapping or reading a peer's) fails with `ECANCELED`, so every fallible step "
-          "of every algorithm, and the callers' fallbacks, can be reached; `0`: off"),
+          "testing aid: on each node communicator, every n-th step of a rank that can fail "
+          "(exposing a buffer, mapping or reading a peer's) fails with `ECANCELED`, so every "
+          "fallible step of every algorithm, and the callers' fallbacks, can be reached; `0`: "
+          "off"),
     typed("SHADDR_FAIL_INJECT_RANK", T::kInt, L::kLibrary, kEqual, kEnvOnly, 0, kMax, "",
           "all ranks", "testing aid: `SHADDR_FAIL_INJECT` on this node rank only"),
     // --- libshaddr-heap: the allocator of each process (read at load, malloc-free, by this
@@ -180,8 +181,8 @@ constexpr SettingDef kSettings[] = {
     other("MPIR_CVAR_CH4_POSIX_SHADDR_LIBRARY", "env (patched MPICH)", "`libshaddr.so.0`",
           "what the patched MPICH `dlopen`s"),
     other("MPIR_CVAR_CH4_POSIX_SHADDR_VERBOSE", "env (patched MPICH)", "`0`",
-          "`1` (or `SHADDR_VERBOSE=1`): rank 0 says whether libshaddr was loaded, every "
-          "fallback and why, and each communicator's libshaddr call counters when it is "
+          "`1` (or `SHADDR_VERBOSE=1` once libshaddr is loaded): rank 0 says whether "
+          "libshaddr was loaded, every fallback and why, and each communicator's libshaddr call counters when it is "
           "freed"),
     other("MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`0`",
           "smaller Bcasts (bytes) take `release_gather` even when shaddr is selected"),
