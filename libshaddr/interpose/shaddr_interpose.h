@@ -47,6 +47,9 @@ enum shaddr_interpose_call {
  *                like @lib_calls; @cache_evictions: mappings it dropped to make room;
  *                @cache_refusals: transfers that copied because every mapping was in use
  * @bytes_mapped: peers' memory that this process's live communicators have mapped now
+ * @heap_transfers: reads and mappings of peers' memory served from their heap files (libshaddr's
+ *                  heap layer: a pointer into a peer's heap mapped once), summed like
+ *                  @lib_calls; @heap_bytes: bytes of @heap_transfers
  */
 struct shaddr_interpose_stats {
 	uint64_t accelerated[SHADDR_IP_COUNT];
@@ -61,6 +64,8 @@ struct shaddr_interpose_stats {
 	uint64_t cache_evictions;
 	uint64_t cache_refusals;
 	uint64_t bytes_mapped;
+	uint64_t heap_transfers;
+	uint64_t heap_bytes;
 };
 
 /* 0, or -EINVAL for NULL. */

@@ -110,6 +110,8 @@ void add_comm_stats(const State &s, bool live, shaddr_interpose_stats *out) {
   out->cache_misses += st.cache_misses;
   out->cache_evictions += st.cache_evictions;
   out->cache_refusals += st.cache_refusals;
+  out->heap_transfers += st.heap_transfers;
+  out->heap_bytes += st.heap_bytes;
   if (live) out->bytes_mapped += st.bytes_mapped;
 }
 

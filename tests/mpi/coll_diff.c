@@ -18,6 +18,10 @@
  * Every intercepted call must move exactly one counter by one, and nothing may fall back,
  * unless SHADDR_INTERPOSE_FAIL_EVERY makes the interposer treat every n-th libshaddr call as
  * failed: then fallbacks must happen, and their results must be right all the same.
+ * SHADDR_EXPECT_HEAP=1: libshaddr's heap layer must have served transfers (reads of a peer's
+ * buffer through its heap file, mapped once) on some rank over the run: the 1 MiB + 3 and 64 KiB
+ * buffers are malloc'd, so with libshaddr-heap preloaded they are in the heap;
+ * SHADDR_EXPECT_HEAP=0: none may have (SHADDR_HEAP=off).
  *
  * Usage: coll_diff [--quick] [--thread-multiple]
  */
@@ -729,6 +733,24 @@ int main(int argc, char **argv) {
 			fail("no Alltoall went through the leaders' 2D mesh");
 		if (g_rank == 0 && all_mesh)
 			printf("coll_diff: %lu leaders' Alltoall exchanges through the 2D mesh\n", all_mesh);
+		/* SHADDR_EXPECT_HEAP: summed over ranks, as above. */
+		unsigned long heap[2] = {(unsigned long)st.heap_transfers,
+					 (unsigned long)st.heap_bytes},
+			      all_heap[2] = {0, 0};
+		PMPI_Allreduce(heap, all_heap, 2, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
+		const char *want_heap = getenv("SHADDR_EXPECT_HEAP");
+		if (want_heap && g_rank == 0) {
+			if (strcmp(want_heap, "1") == 0 && !all_heap[0])
+				fail("SHADDR_EXPECT_HEAP=1 but no transfer went through the heap layer");
+			else if (strcmp(want_heap, "0") == 0 && all_heap[0])
+				fail("SHADDR_EXPECT_HEAP=0 but %lu transfers went through the heap layer",
+				     all_heap[0]);
+			else if (strcmp(want_heap, "0") != 0 && strcmp(want_heap, "1") != 0)
+				fail("SHADDR_EXPECT_HEAP=%s: want 0 or 1", want_heap);
+		}
+		if (g_rank == 0)
+			printf("coll_diff: %lu transfers (%lu bytes) through the heap layer\n",
+			       all_heap[0], all_heap[1]);
 		if (g_rank == 0 && g_allow_fallbacks)
 			printf("coll_diff: %lu calls fell back to PMPI_* on all ranks (injected failures)\n",
 			       all_fbs);
