@@ -8,7 +8,9 @@
 // receive buffers are poisoned, outside the timed region, so nothing can be served from an
 // earlier result and no buffer stays cache-hot unless `--cache-hot` asks for it. `--validate`
 // checks every result against the expected values (`--corrupt-for-test` flips one received
-// byte to prove that a wrong result is caught). `--churn` uses fresh memory (a new mmap) for
+// byte to prove that a wrong result is caught). Buffers come from malloc (page-aligned, as an
+// application's arrays do: with libshaddr-heap preloaded those of 64 KiB and more are in the
+// shared heap). `--churn` uses fresh memory (a new mmap, outside any heap) for
 // every call: the registration-cache worst case, and it records what stays mapped (see
 // MappingProbe) and the mapping system calls per call. `--first-call` times the first call at each
 // size apart, before the warm-up.
@@ -185,31 +187,43 @@ inline int32_t operand(int rank, uint64_t iter, size_t i) {
 }
 
 // A buffer that is either kept (normal) or replaced by fresh memory every call (--churn).
+// Kept buffers are malloc'd (so a preloaded malloc such as libshaddr-heap's serves them, as it
+// serves an application); @fresh_mmap buffers are mapped anew, which no allocator reuses.
 class Buffer {
  public:
   Buffer() = default;
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
   ~Buffer() { release(); }
-  void *get(size_t bytes, bool fresh) {
+  void *get(size_t bytes, bool fresh, bool fresh_mmap) {
     bytes = std::max<size_t>(bytes, 8);
     if (p_ && !fresh && bytes <= len_) return p_;
-    // Map the new buffer before unmapping the old one, so the address changes as well.
-    void *q = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (q == MAP_FAILED) { std::perror("shaddr-bench: mmap"); MPI_Abort(MPI_COMM_WORLD, 3); }
+    // Allocate the new buffer before releasing the old one, so the address changes as well.
+    void *q = nullptr;
+    const bool use_mmap = fresh && fresh_mmap;
+    if (use_mmap) {
+      q = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (q == MAP_FAILED) { std::perror("shaddr-bench: mmap"); MPI_Abort(MPI_COMM_WORLD, 3); }
+    } else if (posix_memalign(&q, 4096, bytes) != 0) {
+      std::fprintf(stderr, "shaddr-bench: posix_memalign of %zu bytes failed\n", bytes);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
     release();
     p_ = q;
     len_ = bytes;
+    mapped_ = use_mmap;
     return p_;
   }
 
  private:
   void release() {
-    if (p_) munmap(p_, len_);
+    if (p_ && mapped_) munmap(p_, len_);
+    else std::free(p_);
     p_ = nullptr;
   }
   void *p_ = nullptr;
   size_t len_ = 0;
+  bool mapped_ = false;
 };
 
 // What the run holds mapped of its peers' memory, sampled in --churn mode after every call
@@ -375,8 +389,8 @@ class Bench {
   void prepare(Coll c, size_t b, uint64_t call, bool fresh) {
     if (c == Coll::barrier) return;
     const bool refill = !o_.cache_hot || fresh;
-    sbuf_p_ = sbuf_.get(send_bytes(c, b), fresh);
-    rbuf_p_ = rbuf_.get(recv_bytes(c, b), fresh);
+    sbuf_p_ = sbuf_.get(send_bytes(c, b), fresh, o_.churn);
+    rbuf_p_ = rbuf_.get(recv_bytes(c, b), fresh, o_.churn);
     const uint64_t it = o_.cache_hot ? 0 : call;
     if (!refill) return;
     switch (c) {
