@@ -259,7 +259,9 @@ constexpr SettingDef kSettings[] = {
     other("SHADDR_SCALAPACK_DATA", "env", "`/usr/share/scalapack`", "the drivers' input files"),
     other("SHADDR_EXPECT", "env", "—",
           "`tests/mpi/coll_diff.c`: what the interposer's counters must show (`accel`, `hier`, "
-          "`off`, `none`); `SHADDR_EXPECT_MESH=1`: the leaders' mesh Alltoall ran"),
+          "`off`, `none`); `SHADDR_EXPECT_MESH=1`: the leaders' mesh Alltoall ran; "
+          "`SHADDR_EXPECT_HEAP=1` (also `tests/mpi/heap_jacobi.c`): some transfer went "
+          "through the heap layer, `0`: none did"),
     other("max_slots", "module parameter", "`3`",
           "window slots per open file (1–16)"),
     other("slot_size", "module parameter", "`16777216`",
