@@ -9,6 +9,7 @@
 #include "common.h"
 #include "micro.h"
 #include "seed001.h"
+#include "small.h"
 
 namespace {
 
@@ -19,6 +20,10 @@ void usage(FILE *f) {
       "                     memcpy per backend (segment, window, cma, shm; unavailable ones are\n"
       "                     skipped with the reason), Bcast FIFO throughput at 2 and 4 ranks\n"
       "  --seed001          seed 001's Table 1: Bcast time vs message and segment size\n"
+      "  --small            per-call latency of the small-message paths (Bcast, Allreduce,\n"
+      "                     Reduce, 8 B-4 KiB; each call after a barrier; medians) and their\n"
+      "                     back-to-back time; -n ranks (default 2), --iters calls per\n"
+      "                     repetition (default 2000), --repeat repetitions (default 3)\n"
       "  --mode M           with --seed001: chunk, loop or both (default both)\n"
       "  --repeat R         with --seed001: passes over the table, median of them (default 3)\n"
       "  --iters N          with --seed001: iterations per cell (default by size, 20-500)\n"
@@ -58,7 +63,7 @@ bool write_file(const char *path, const std::string &text) {
 int main(int argc, char **argv) {
   using namespace microbench;
   Options o;
-  bool seed001 = false;
+  bool seed001 = false, small = false;
   std::string mode = "both";
   const char *json_path = nullptr, *md_path = nullptr;
   for (int i = 0; i < argc; i++) o.argv.push_back(argv[i]);
@@ -67,6 +72,8 @@ int main(int argc, char **argv) {
     const bool has_value = i + 1 < argc;
     if (a == "--seed001")
       seed001 = true;
+    else if (a == "--small")
+      small = true;
     else if (a == "--quick")
       o.quick = true;
     else if (a == "--mode" && has_value)
@@ -103,7 +110,7 @@ int main(int argc, char **argv) {
   Json j;
   j.begin_object();
   j.field("tool", "shaddr-microbench");
-  j.field("mode", seed001 ? "seed001" : "micro");
+  j.field("mode", seed001 ? "seed001" : small ? "small" : "micro");
   j.field("quick", o.quick);
   j.begin_object("machine");
   j.field("cpu", m.cpu);
@@ -119,7 +126,12 @@ int main(int argc, char **argv) {
 
   int rc = 0;
   std::string error;
-  if (seed001) {
+  if (small) {
+    std::vector<SmallResult> r;
+    rc = run_small(o, &r, &error);
+    print_small(m, r, stdout);
+    json_small(r, &j);
+  } else if (seed001) {
     std::vector<Seed001Table> tables;
     rc = run_seed001(o, m, mode, &tables, &error);
     print_seed001(m, tables, stdout);
