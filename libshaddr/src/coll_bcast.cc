@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Barrier and Bcast.
 //
-// Bcast has two algorithms:
+// Bcast has these algorithms:
+//  - slots (seed 004, as the short reductions): the root copies the message into its slot of
+//    the control block and publishes the round number in the slot's first cache line; every
+//    other rank waits for it there and copies the message out. Two copies, no barrier, and
+//    per call a reader touches the slot's lines and its own flag line only: the choice for
+//    messages that fit a slot.
 //  - FIFO (seed 000 §IV.B): the root pushes the message through the node's Bcast FIFO in
 //    slot-sized pieces, each read by the n-1 others. Two copies, but no closing barrier and no
 //    mapping: the choice for small messages, and for the shm backend at every size.
@@ -13,13 +18,54 @@
 #include <cerrno>
 #include <cstring>
 
+#include "coll_rules.h"
 #include "comm.h"
 #include "error.h"
 
 namespace shaddr {
+
+// Which algorithm a Bcast of `bytes` takes (coll_rules.h).
+bool bcast_slot_fits(size_t bytes, const Tuning &t) { return bytes <= t.slot_max; }
+bool bcast_fifo_wins(size_t bytes, bool backend_stages, const Tuning &t) {
+  return backend_stages || bytes <= t.bcast_fifo_max;
+}
+
 namespace {
 
 constexpr uint32_t kAbort = 0x80000000u;  // FIFO stream flag: the root's data source failed
+
+// A slot Bcast's meta: the byte count, the root, and whether the root's data source failed.
+constexpr uint64_t kSlotAbort = uint64_t{1} << 63;
+uint64_t bcast_meta(size_t bytes, int root) { return uint64_t(unsigned(root)) << 32 | bytes; }
+
+int slot_bcast(Comm &c, char *buf, size_t bytes, int root, size_t segment,
+               shaddr_bcast_ready_fn ready, void *ctx) {
+  c.mark_small_path();
+  uint64_t j;
+  if (c.rank() == root) {
+    if (int err = c.slot_open(&j)) return err;
+    int err = 0;
+    for (size_t off = 0; ready && off < bytes && !err; off += segment)
+      err = ready(off, bytes - off < segment ? bytes - off : segment, ctx);
+    if (!err) std::memcpy(c.slot(root, j), buf, bytes);
+    c.slot_publish(j, bcast_meta(bytes, root) | (err ? kSlotAbort : 0));
+    c.slot_close(j);
+    return err ? fail(err, "shaddr_bcast: the root's data source failed") : 0;
+  }
+  j = c.slot_next();
+  if (int err = c.slot_wait(root, j)) return fail(err, "shaddr_bcast");
+  const uint64_t meta = c.slot_meta(root, j);
+  int err = 0;
+  if (meta == (bcast_meta(bytes, root) | kSlotAbort))
+    err = fail(-ECANCELED, "shaddr_bcast: the root's data source failed");
+  else if (meta != bcast_meta(bytes, root))
+    err = fail(-EPROTO, "shaddr_bcast: slot message out of step (collectives called in a "
+                        "different order or with different sizes on different ranks?)");
+  else
+    std::memcpy(buf, c.slot(root, j), bytes);
+  c.slot_close(j);
+  return err;
+}
 
 int fifo_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t segment,
                shaddr_bcast_ready_fn ready, void *ctx) {
@@ -163,10 +209,11 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
         return fail(err, "shaddr_bcast: the root's data source failed");
     return 0;
   }
+  if (bcast_slot_fits(bytes, c.tuning()))
+    return c.account(slot_bcast(c, static_cast<char *>(buf), bytes, root, segment, ready, ctx));
   const uint64_t s = c.begin();
   int err;
-  const bool fifo = c.backend().stages() || bytes <= c.tuning().bcast_fifo_max;
-  if (fifo) {
+  if (bcast_fifo_wins(bytes, c.backend().stages(), c.tuning())) {
     c.mark_small_path();
     err = fifo_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
   } else if (!ready && c.size() > 2 && bytes >= c.tuning().bcast_streams_min &&

@@ -95,6 +95,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
     c->tuning_.bcast_fifo_max = 256u << 10;
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
   c->pids_.resize(host.size);
+  c->slot_closed_.assign(host.size, 0);
   const pid_t me = getpid();
   if (int err = host.allgather(&me, c->pids_.data(), sizeof(pid_t), host.ctx)) {
     *why = "allgather of process ids failed";
@@ -194,24 +195,32 @@ int Comm::finish(uint64_t s, int status) {
 
 int Comm::slot_open(uint64_t *j) {
   *j = ++slot_seq_;
-  for (int r = 0; r < size_ && *j > 2; r++) {
+  if (*j <= kSlotRounds) return 0;
+  const uint64_t need = *j - kSlotRounds;
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_ || slot_closed_[r] >= need) continue;
     const RankArea &a = block_->area(r);
+    uint64_t seen = 0;
     if (int err = wait_until(r, [&] {
-          return a.slot_read.load(std::memory_order_acquire) >= *j - 2;
+          return (seen = a.slot_read.load(std::memory_order_acquire)) >= need;
         }))
       return err;
+    slot_closed_[r] = seen;
   }
   return 0;
 }
 
-void Comm::slot_publish(uint64_t j) {
-  block_->area(rank_).slot_posted.store(j, std::memory_order_release);
+void Comm::slot_publish(uint64_t j, uint64_t meta) {
+  SlotHeader &h = block_->slot_header(rank_, j);
+  h.meta = meta;
+  h.round.store(j, std::memory_order_release);
   ring_mine();
 }
 
 int Comm::slot_wait(int r, uint64_t j) {
-  const RankArea &a = block_->area(r);
-  return wait_until(r, [&] { return a.slot_posted.load(std::memory_order_acquire) >= j; });
+  const SlotHeader &h = block_->slot_header(r, j);
+  // Not rewritten with a later round before this rank has closed round j.
+  return wait_until(r, [&] { return h.round.load(std::memory_order_acquire) >= j; });
 }
 
 void Comm::slot_close(uint64_t j) {

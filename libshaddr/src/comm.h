@@ -96,13 +96,20 @@ class Comm {
   void ring_mine() { ring(block_->bell(rank_)); }
 
   // Seed-004 slots: small exchanges through the control block, without a closing barrier.
-  // Round j uses slot parity j & 1; slot_open() waits until every rank has closed round j - 2,
-  // so a slot is never rewritten while someone still reads it.
+  // Every rank takes part in every round j (slot_open() if it writes its slot, else
+  // slot_next()) and ends it with slot_close(). Round j uses each rank's slot j % kSlotRounds;
+  // slot_open() waits until every rank has closed round j - kSlotRounds, so a slot is never
+  // rewritten while someone still reads it (what it last saw of each rank is kept: most
+  // rounds read no other rank's line). The round number travels in the slot's first cache
+  // line with the data (nodeblock.h).
   int slot_open(uint64_t *j);
-  void *slot(int r, uint64_t j) { return block_->reduce_slot(r, j & 1); }
+  uint64_t slot_next() { return ++slot_seq_; }
+  void *slot(int r, uint64_t j) { return block_->reduce_slot(r, j); }
   size_t slot_bytes() const { return block_->reduce_slot_bytes(); }
-  void slot_publish(uint64_t j);
+  // meta: a note for the readers (slot_meta()), published with the data.
+  void slot_publish(uint64_t j, uint64_t meta = 0);
   int slot_wait(int r, uint64_t j);
+  uint64_t slot_meta(int r, uint64_t j) { return block_->slot_header(r, j).meta; }
   void slot_close(uint64_t j);
 
   Fifo::Cursor &bcast_cursor() { return bcast_cursor_; }
@@ -138,6 +145,7 @@ class Comm {
   std::string reason_;
   uint64_t seq_ = 0;
   uint64_t slot_seq_ = 0;
+  std::vector<uint64_t> slot_closed_;  // the last slot_read seen of each rank
   uint64_t fallible_steps_ = 0;  // SHADDR_FAIL_INJECT's count
   bool small_path_ = false;      // the running collective took the FIFO/slots
   Fifo::Cursor bcast_cursor_;

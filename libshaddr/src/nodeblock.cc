@@ -16,8 +16,9 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 size_t total_bytes(int n, const NodeBlockConfig &c) {
   const size_t fifo = round_up(Fifo::bytes_for(c.fifo_slots, c.fifo_payload), 128);
+  const size_t slot = round_up(sizeof(SlotHeader) + c.reduce_slot_bytes, 64);
   return 128 + n * (sizeof(RankArea) + sizeof(MsgCounter) + sizeof(Bell)) + fifo * (1 + n) +
-         round_up(static_cast<size_t>(n) * 2 * c.reduce_slot_bytes, 128);
+         round_up(static_cast<size_t>(n) * kSlotRounds * slot, 128);
 }
 
 }  // namespace
@@ -42,6 +43,8 @@ void NodeBlock::layout(char *base, bool init) {
     new (&counters_[r]) MsgCounter{};
     new (&bells_[r]) Bell{};
   }
+  for (int r = 0; r < size_; r++)
+    for (unsigned k = 0; k < kSlotRounds; k++) new (&slot_header(r, k)) SlotHeader{};
   bcast_->init();
   for (auto &f : p2p_) f->init();
   std::memcpy(base, &kMagic, sizeof(kMagic));

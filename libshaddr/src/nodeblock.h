@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The node control block: one shared segment per node communicator holding a cache-line-padded
 // area per rank, the message counters of seed 000 §IV.C, the Bcast FIFO, one point-to-point
-// FIFO per rank, and the per-rank slots of seed 004's short reduction.
+// FIFO per rank, and the per-rank slots of seed 004's short exchanges.
 //
 // Created collectively: rank 0 makes an anonymous memfd; the others open it through
 // /proc/<pid>/fd (needs only ptrace *read* rights, which Yama leaves alone), so the segment
@@ -35,8 +35,7 @@ struct alignas(128) RankArea {
   std::atomic<int64_t> status[2];
   uint64_t addr[4];
   uint64_t len[4];
-  std::atomic<uint64_t> slot_posted;  // short reduction number j is in reduce_slot(rank, j & 1)
-  std::atomic<uint64_t> slot_read;    // this rank no longer reads slots of reductions <= j
+  std::atomic<uint64_t> slot_read;  // this rank is done with the slots of rounds <= slot_read
 };
 static_assert(sizeof(RankArea) == 128);
 
@@ -47,10 +46,20 @@ struct alignas(128) MsgCounter {
   std::atomic<uint64_t> done;
 };
 
+// The head of a slot (seed 004's short exchanges), in the same cache line as the first 48
+// bytes of its data: a reader that waits for `round` fetches them with it. Round j of rank r is
+// in slot j % kSlotRounds of r, so a writer can run kSlotRounds - 1 rounds ahead of a reader.
+struct SlotHeader {
+  std::atomic<uint64_t> round;  // the data is round `round`'s, once published (release)
+  uint64_t meta;                // the writer's note (Bcast: byte count and root)
+};
+static_assert(sizeof(SlotHeader) == 16);
+constexpr unsigned kSlotRounds = 4;
+
 struct NodeBlockConfig {
   uint32_t fifo_slots = 64;
   uint32_t fifo_payload = 8192 - 64;  // a slot is 8 KiB
-  uint32_t reduce_slot_bytes = 4096;  // seed 004 short reduction, per rank and parity
+  uint32_t reduce_slot_bytes = 4096;  // seed 004 slot data, per rank and round in flight
   WaitPolicy wait;                    // how waits on this block's flags and FIFOs wait
 };
 
@@ -74,8 +83,14 @@ class NodeBlock {
   Fifo &bcast() { return *bcast_; }
   Fifo &p2p(int receiver) { return *p2p_[receiver]; }
   size_t reduce_slot_bytes() const { return cfg_.reduce_slot_bytes; }
-  void *reduce_slot(int r, unsigned parity = 0) {
-    return reduce_ + (static_cast<size_t>(r) * 2 + (parity & 1)) * cfg_.reduce_slot_bytes;
+  // Rank r's slot for round j (16-byte aligned data after its header).
+  SlotHeader &slot_header(int r, uint64_t j) {
+    return *reinterpret_cast<SlotHeader *>(
+        reduce_ + (static_cast<size_t>(r) * kSlotRounds + j % kSlotRounds) * slot_stride());
+  }
+  void *reduce_slot(int r, uint64_t j = 0) { return &slot_header(r, j) + 1; }
+  size_t slot_stride() const {
+    return (sizeof(SlotHeader) + cfg_.reduce_slot_bytes + 63) / 64 * 64;
   }
 
  private:

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: MIT
+// The algorithm choices of the collectives, one small function each, defined next to the
+// algorithms they choose between (coll_*.cc) so that a selection layer can ask them too. Each
+// takes what every rank of the node knows alike (node size, bytes per rank, the agreed
+// Tuning), so every rank chooses the same.
+#pragma once
+
+#include <cstddef>
+
+namespace shaddr {
+
+struct Tuning;
+
+// coll_bcast.cc. A Bcast of `bytes` goes through the root's slot (checked first) ...
+bool bcast_slot_fits(size_t bytes, const Tuning &t);
+// ... else through the Bcast FIFO (a staging backend such as shm: at every size) ...
+bool bcast_fifo_wins(size_t bytes, bool backend_stages, const Tuning &t);
+// ... else straight from the root's buffer (multi-stream from SHADDR_BCAST_STREAMS_MIN).
+
+}  // namespace shaddr
