@@ -30,6 +30,10 @@ bool bcast_fifo_wins(size_t bytes, bool backend_stages, const Tuning &t) {
   return backend_stages || bytes <= t.bcast_fifo_max;
 }
 
+bool bcast_streams_win(int nranks, size_t bytes, bool segmented, const Tuning &t) {
+  return !segmented && nranks > 2 && bytes >= t.bcast_streams_min && t.bcast_streams > 1;
+}
+
 namespace {
 
 constexpr uint32_t kAbort = 0x80000000u;  // FIFO stream flag: the root's data source failed
@@ -202,6 +206,9 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
   if (c.rank() != root) ready = nullptr;
   c.stats().calls[SHADDR_COLL_BCAST]++;
   c.stats().bytes[SHADDR_COLL_BCAST] += bytes;
+  // Every rank of a segmented Bcast passes a segment; only the root has a data source, so
+  // the choice of algorithm must not depend on `ready`.
+  const bool segmented = segment != 0;
   if (segment == 0 || segment > bytes) segment = bytes ? bytes : 1;
   if (c.size() == 1 || bytes == 0) {
     for (size_t off = 0; ready && off < bytes; off += segment)
@@ -216,8 +223,7 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
   if (bcast_fifo_wins(bytes, c.backend().stages(), c.tuning())) {
     c.mark_small_path();
     err = fifo_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
-  } else if (!ready && c.size() > 2 && bytes >= c.tuning().bcast_streams_min &&
-             c.tuning().bcast_streams > 1) {
+  } else if (bcast_streams_win(c.size(), bytes, segmented, c.tuning())) {
     const int streams = std::min(c.size() - 1, c.tuning().bcast_streams);
     err = multistream_bcast(c, s, static_cast<char *>(buf), bytes, root, streams);
     if (err) fail(err, "shaddr_bcast");

@@ -15,6 +15,8 @@ struct Tuning;
 bool bcast_slot_fits(size_t bytes, const Tuning &t);
 // ... else through the Bcast FIFO (a staging backend such as shm: at every size) ...
 bool bcast_fifo_wins(size_t bytes, bool backend_stages, const Tuning &t);
-// ... else straight from the root's buffer (multi-stream from SHADDR_BCAST_STREAMS_MIN).
+// ... else straight from the root's buffer, in streams relayed by non-roots when this holds
+// (a segmented Bcast, whose root's data arrives piece by piece, streams nothing).
+bool bcast_streams_win(int nranks, size_t bytes, bool segmented, const Tuning &t);
 
 }  // namespace shaddr

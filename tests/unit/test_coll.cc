@@ -265,9 +265,14 @@ TEST_P(Coll, BcastMultiStream) {
   unsetenv("SHADDR_BCAST_STREAMS_MIN");
 }
 
-// The root's data arrives in pieces (the multi-node leader's case); readers follow it.
+// The root's data arrives in pieces (the multi-node leader's case); readers follow it. Also
+// where a plain Bcast of the size would run in streams (SHADDR_BCAST_STREAMS_MIN 64K): only
+// the root has a data source, and the choice of algorithm once depended on it, so the root
+// ran the message counter while the others waited for streams.
 TEST_P(Coll, BcastSegmented) {
-  for (int n : {2, 3, 5})
+  for (const char *streams_min : {"", "65536"})
+  for (int n : {2, 3, 5}) {
+    if (*streams_min) setenv("SHADDR_BCAST_STREAMS_MIN", streams_min, 1);
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
                 for (size_t bytes : {size_t(5000), size_t(300000), size_t(1u << 20) + 7}) {
                   const int root = size - 1;
@@ -302,7 +307,9 @@ TEST_P(Coll, BcastSegmented) {
                 return 0;
               }),
               0)
-        << "n=" << n;
+        << "n=" << n << " SHADDR_BCAST_STREAMS_MIN=" << streams_min;
+    unsetenv("SHADDR_BCAST_STREAMS_MIN");
+  }
 }
 
 // Significant bytes of one element: long double has 6 padding bytes, pair types pad.
