@@ -19,4 +19,11 @@ bool bcast_fifo_wins(size_t bytes, bool backend_stages, const Tuning &t);
 // (a segmented Bcast, whose root's data arrives piece by piece, streams nothing).
 bool bcast_streams_win(int nranks, size_t bytes, bool segmented, const Tuning &t);
 
+// coll_reduce.cc. Reduce/Allreduce of `bytes` per rank goes through the control block's slots.
+bool reduce_slots_fit(size_t bytes, const Tuning &t);
+// A Reduce (not Allreduce) too big for the slots: the root reads every operand itself
+// (direct) rather than the partitioned reduction. True at 2 ranks, where it moves S bytes
+// across cores instead of 1.5·S.
+bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t);
+
 }  // namespace shaddr

@@ -26,6 +26,7 @@
 
 #include "../heap/heap.h"
 #include "bootstrap.h"
+#include "coll_rules.h"
 #include "comm.h"
 #include "reduce_ops.h"
 #include "shaddr/coll.h"
@@ -429,6 +430,59 @@ TEST_P(Coll, ReduceAndAllreduceSizesRootsInPlace) {
               }),
               0)
         << "n=" << n;
+}
+
+// The direct Reduce (2 ranks, beyond the slots): every type (with an op MPI defines on it),
+// both roots, in place and not, at counts just past a slot, odd, straddling pages and reduce
+// units, larger than a slot and than the Bcast FIFO's slots, and 1 MiB + 3 bytes; with the
+// operands at an odd offset from a page.
+TEST_P(Coll, ReduceDirectEveryTypeSizeRootInPlace) {
+  Tuning t = Tuning::from_env();
+  t.slot_max = std::min<size_t>(t.slot_max, 4096);  // as Comm::create clamps it
+  const size_t unit = t.reduce_unit;
+  EXPECT_EQ(on_ranks(2, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+              const shaddr_op ops[] = {SHADDR_OP_SUM, SHADDR_OP_BXOR, SHADDR_OP_LAND,
+                                       SHADDR_OP_MAXLOC, SHADDR_OP_MIN};
+              for (int ti = 0; ti < SHADDR_DTYPE_COUNT; ti++) {
+                const shaddr_dtype type = shaddr_dtype(ti);
+                shaddr_op op = SHADDR_OP_COUNT;
+                for (shaddr_op o : ops)
+                  if (op == SHADDR_OP_COUNT && !shaddr_op_supported(o, type)) op = o;
+                REQUIRE(op != SHADDR_OP_COUNT, 5, "no op for type %d", ti);
+                const size_t es = shaddr_dtype_size(type);
+                // Bytes: just past a slot, a page + odd, a reduce unit +- an element, 3 units
+                // and a bit, 1 MiB + 3 (rounded down to elements, at least one past a slot).
+                for (size_t want : {t.slot_max + 1, size_t(4096 * 3 + 5), unit - 1, unit + 1,
+                                    3 * unit + 8 * es + 1, size_t(8192 + 1), (size_t(1) << 20) + 3}) {
+                  const size_t count = std::max(want / es, t.slot_max / es + 1);
+                  REQUIRE(reduce_direct_wins(size, count * es, t), 6, "%zu B would not go direct", count * es);
+                  for (int root = 0; root < size; root++)
+                    for (bool in_place : {false, true})
+                      if (int e = reduce_case(c, rank, size, op, type, count, root, in_place, false))
+                        return e;
+                }
+                // An operand that starts at an odd address in its page, byte types only.
+                if (es == 1) {
+                  const size_t count = 3 * 4096 + 11;
+                  std::vector<unsigned char> send(count + 4096), recv(count + 4096);
+                  unsigned char *sp = send.data() + 4093 - reinterpret_cast<uintptr_t>(send.data()) % 4096;
+                  make_input(type, sp, count, rank, 99);
+                  REQUIRE(shaddr_reduce(c, sp, recv.data() + 1, count, type, op, 1) == 0, 7, "odd offset");
+                  if (rank == 1) {
+                    const std::vector<unsigned char> ref = [&] {
+                      std::vector<unsigned char> acc(count), in(count);
+                      make_input(type, acc.data(), count, 0, 99);
+                      make_input(type, in.data(), count, 1, 99);
+                      reduce_apply(op, type, acc.data(), in.data(), count);
+                      return acc;
+                    }();
+                    REQUIRE(!std::memcmp(recv.data() + 1, ref.data(), count), 8, "odd offset: wrong result");
+                  }
+                }
+              }
+              return 0;
+            }),
+            0);
 }
 
 // v-layouts with a different, possibly zero, size per rank and gaps between blocks.

@@ -2,7 +2,8 @@
 // Failures in the middle of a collective (SHADDR_FAIL_INJECT: every n-th exposure, mapping or
 // read of a rank fails): every rank must return the same error, in-place input must be as it
 // was (so a caller's fallback computes from the original data), the statistics must count
-// each failure once, and the calls that succeed must be right. Forked ranks, cma and shm.
+// each failure once, and the calls that succeed must be right. Forked ranks, cma and shm; 3
+// ranks (partitioned Reduce) and 2 (direct Reduce: the root reads both operands).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -13,11 +14,12 @@
 #include <vector>
 
 #include "bootstrap.h"
+#include "coll_rules.h"
+#include "comm.h"
 #include "shaddr/coll.h"
 
 namespace {
 
-constexpr int kRanks = 3;
 // Larger than the slots and the Bcast FIFO: the paths with exposures, mappings and reads.
 constexpr size_t kCount = 40000;  // doubles (partitioned reduction) and bytes per block
 
@@ -116,27 +118,32 @@ int run_cases(const shaddr_host &h, Tally *out) {
 }
 
 TEST(Fallback, InjectedFailuresAreAgreedAndRestoreInPlaceInput) {
-  for (const char *backend : {"cma", "shm"}) {
+  for (const char *backend : {"cma", "shm"})
+  for (int ranks : {3, 2}) {
+    // The Reduce of this test must take the algorithm this sweep is meant to reach.
+    shaddr::Tuning t = shaddr::Tuning::from_env();
+    ASSERT_EQ(shaddr::reduce_direct_wins(ranks, kCount * sizeof(double), t), ranks == 2);
     int failed = 0, passed = 0;
     for (const char *every : {"1", "2", "3", "5", "7", "11"}) {
       for (const char *rank : {"", "0", "1", "2"}) {
+        if (*rank && std::atoi(rank) >= ranks) continue;
         setenv("SHADDR_BACKEND", backend, 1);
         setenv("SHADDR_FAIL_INJECT", every, 1);
         if (*rank) setenv("SHADDR_FAIL_INJECT_RANK", rank, 1);
         else unsetenv("SHADDR_FAIL_INJECT_RANK");
         Tally t;
-        const int rc = shaddr::run_forked(kRanks, [&](const shaddr_host &h) {
+        const int rc = shaddr::run_forked(ranks, [&](const shaddr_host &h) {
           return run_cases(h, &t);  // rank 0 runs here: its tally is the one kept
         });
-        EXPECT_EQ(rc, 0) << backend << " SHADDR_FAIL_INJECT=" << every << " rank '" << rank
-                         << "'";
+        EXPECT_EQ(rc, 0) << backend << " " << ranks << " ranks SHADDR_FAIL_INJECT=" << every
+                         << " rank '" << rank << "'";
         failed += t.failed;
         passed += t.passed;
       }
     }
     // The sweep reached failures and successes alike.
-    EXPECT_GT(failed, 20) << backend;
-    EXPECT_GT(passed, 20) << backend;
+    EXPECT_GT(failed, 20) << backend << " " << ranks << " ranks";
+    EXPECT_GT(passed, 20) << backend << " " << ranks << " ranks";
   }
   unsetenv("SHADDR_BACKEND");
   unsetenv("SHADDR_FAIL_INJECT");
