@@ -38,9 +38,13 @@ struct Call {
   }
 };
 
-// Below its SHADDR_INTERPOSE_MIN_<CALL> threshold a call goes to PMPI_* (where stock MPI wins).
-bool small(const Call &c, size_t bytes) {
-  return bytes == 0 || bytes < settings().min_bytes[c.which];
+// A call goes to PMPI_* where libshaddr's selection, asked when the communicator's state was
+// made (State::use_lib), says stock MPI is faster, or below a SHADDR_INTERPOSE_MIN_<CALL> set
+// by the user.
+bool small(const State &s, const Call &c, size_t bytes) {
+  if (bytes == 0) return true;
+  if (settings().min_set[c.which]) return bytes < settings().min_bytes[c.which];
+  return !(s.use_lib[c.which] >> (63 - __builtin_clzll(bytes)) & 1);
 }
 
 // Single node: shaddr result -> MPI result, or a note that the caller must fall back.
@@ -223,7 +227,7 @@ int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   if (!s || count <= 0 || !ti.ok || bad_root(*s, root))
     return c.forward(PMPI_Bcast(buf, count, type, root, comm));
   const size_t bytes = static_cast<size_t>(count * ti.size);
-  if (small(c, bytes)) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
+  if (small(*s, c, bytes)) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
   View v;
   if (int rc = v.init(buf, count, type, ti)) return rc;
   if (s->rank == root)
@@ -248,7 +252,7 @@ int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI
   // The datatype and op are the same on every rank (MPI requires it): so is this decision.
   if (!s || count <= 0 || bad_root(*s, root) || !map_dtype(type, &dt) || !map_op(op, &sop) ||
       shaddr_op_supported(sop, dt) != 0 ||
-      small(c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+      small(*s, c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
     return c.forward(PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm));
   const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
   const bool is_root = s->rank == root;
@@ -281,7 +285,7 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   shaddr_op sop;
   if (!s || count <= 0 || !map_dtype(type, &dt) || !map_op(op, &sop) ||
       shaddr_op_supported(sop, dt) != 0 ||
-      small(c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+      small(*s, c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
     return c.forward(PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
   const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
   const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -320,7 +324,7 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
     return fwd();
   // Per-rank bytes: the root's receive side equals every sender's send side.
   const size_t bytes = static_cast<size_t>(is_root ? recvcount * rti.size : sendcount * sti.size);
-  if (small(c, bytes)) return fwd();
+  if (small(*s, c, bytes)) return fwd();
   View sv, rv;
   Backup keep;
   if (!in_place) {
@@ -404,7 +408,7 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   if ((is_root && (!sti.ok || sendcount < 0)) || (!in_place && (!rti.ok || recvcount < 0)))
     return fwd();
   const size_t bytes = static_cast<size_t>(is_root ? sendcount * sti.size : recvcount * rti.size);
-  if (small(c, bytes)) return fwd();
+  if (small(*s, c, bytes)) return fwd();
   View sv, rv;
   if (is_root) {
     if (int rc = sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti))
@@ -472,7 +476,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
-  if (small(c, bytes) || (s->multi() && !fits_int(bytes * s->size))) return fwd();
+  if (small(*s, c, bytes) || (s->multi() && !fits_int(bytes * s->size))) return fwd();
   View sv, rv;
   if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
     return rc;
@@ -515,7 +519,7 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
   if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
   size_t total = 0;  // every rank knows all counts: a size threshold is consistent here
   for (int i = 0; i < s->size; i++) total += static_cast<size_t>(recvcounts[i] * rti.size);
-  if (small(c, total)) return fwd();
+  if (small(*s, c, total)) return fwd();
   VView rv;
   View sv;
   rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
@@ -554,7 +558,7 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   const size_t n = static_cast<size_t>(s->size);
-  if (small(c, bytes) || (s->multi() && !fits_int(bytes * n * n))) return fwd();
+  if (small(*s, c, bytes) || (s->multi() && !fits_int(bytes * n * n))) return fwd();
   View sv, rv;
   if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
     return rc;

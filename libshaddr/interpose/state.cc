@@ -27,41 +27,94 @@ uint64_t g_seq = 0;
 std::map<uint64_t, State *> g_live;  // seq -> state, for finalize
 shaddr_interpose_stats g_stats{};
 
-// Default SHADDR_INTERPOSE_MIN_<CALL>: below these sizes (bytes per rank's block; Allgatherv:
-// in all) stock MPI was faster, so the call is forwarded. Measured with shaddr-bench at 2 ranks
-// on the host (cma backend), stock against the interposer with every size accelerated, median
-// of 5 runs (the README's interposer section has the numbers and the command). Per MPI: the
-// two stocks differ (MPICH's small Bcast takes 0.35 us, twice the Bcast FIFO's cost; Open MPI's
-// small Allreduce/Allgather/Alltoall are as fast as libshaddr's slots plus the interposer's
-// lookup). Gather and Scatter are not in shaddr-bench: no measurement, no threshold. Gatherv,
-// Scatterv and Alltoallv have none: not every rank knows the sizes.
-struct MinDefault {
+// The calls with a size threshold, and the collective libshaddr's selection weighs for each.
+// Gatherv, Scatterv and Alltoallv have none: not every rank knows the sizes.
+struct SizedCall {
   shaddr_interpose_call call;
   const char *env;
-  size_t bytes;
+  shaddr_coll coll;
 };
-#ifdef OMPI_MAJOR_VERSION
-constexpr size_t kMinBcast = 16, kMinAllreduce = 512, kMinAllgather = 512, kMinAlltoall = 512;
-#else
-constexpr size_t kMinBcast = 16384, kMinAllreduce = 0, kMinAllgather = 0, kMinAlltoall = 0;
-#endif
-constexpr MinDefault kMinDefaults[] = {
-    {SHADDR_IP_BCAST, "SHADDR_INTERPOSE_MIN_BCAST", kMinBcast},
-    {SHADDR_IP_REDUCE, "SHADDR_INTERPOSE_MIN_REDUCE", 0},
-    {SHADDR_IP_ALLREDUCE, "SHADDR_INTERPOSE_MIN_ALLREDUCE", kMinAllreduce},
-    {SHADDR_IP_GATHER, "SHADDR_INTERPOSE_MIN_GATHER", 0},
-    {SHADDR_IP_SCATTER, "SHADDR_INTERPOSE_MIN_SCATTER", 0},
-    {SHADDR_IP_ALLGATHER, "SHADDR_INTERPOSE_MIN_ALLGATHER", kMinAllgather},
-    {SHADDR_IP_ALLGATHERV, "SHADDR_INTERPOSE_MIN_ALLGATHERV", 0},
-    {SHADDR_IP_ALLTOALL, "SHADDR_INTERPOSE_MIN_ALLTOALL", kMinAlltoall},
+constexpr SizedCall kSizedCalls[] = {
+    {SHADDR_IP_BCAST, "SHADDR_INTERPOSE_MIN_BCAST", SHADDR_COLL_BCAST},
+    {SHADDR_IP_REDUCE, "SHADDR_INTERPOSE_MIN_REDUCE", SHADDR_COLL_REDUCE},
+    {SHADDR_IP_ALLREDUCE, "SHADDR_INTERPOSE_MIN_ALLREDUCE", SHADDR_COLL_ALLREDUCE},
+    {SHADDR_IP_GATHER, "SHADDR_INTERPOSE_MIN_GATHER", SHADDR_COLL_GATHER},
+    {SHADDR_IP_SCATTER, "SHADDR_INTERPOSE_MIN_SCATTER", SHADDR_COLL_SCATTER},
+    {SHADDR_IP_ALLGATHER, "SHADDR_INTERPOSE_MIN_ALLGATHER", SHADDR_COLL_ALLGATHER},
+    {SHADDR_IP_ALLGATHERV, "SHADDR_INTERPOSE_MIN_ALLGATHERV", SHADDR_COLL_ALLGATHER},
+    {SHADDR_IP_ALLTOALL, "SHADDR_INTERPOSE_MIN_ALLTOALL", SHADDR_COLL_ALLTOALL},
 };
 
+// What runs when the interposer does not call libshaddr: this MPI's own collectives.
+#ifdef OMPI_MAJOR_VERSION
+constexpr shaddr_fallback kFallback = SHADDR_FALLBACK_OPENMPI;
+#else
+constexpr shaddr_fallback kFallback = SHADDR_FALLBACK_MPICH;
+#endif
+
 // SHADDR_INTERPOSE_MIN sets every threshold; SHADDR_INTERPOSE_MIN_<CALL> then overrides one.
+// Unset, libshaddr's selection decides (choose_sizes).
 void read_thresholds(SettingsReader &in, Settings *st) {
   const bool all_set = in.is_set("SHADDR_INTERPOSE_MIN");
   const size_t all = in.size("SHADDR_INTERPOSE_MIN", 0);
-  for (const MinDefault &d : kMinDefaults)
-    st->min_bytes[d.call] = in.size(d.env, all_set ? all : d.bytes);
+  for (const SizedCall &d : kSizedCalls) {
+    st->min_set[d.call] = all_set || in.is_set(d.env);
+    st->min_bytes[d.call] = in.size(d.env, all);
+  }
+}
+
+// Asks shaddr_select, per size class, whether libshaddr beats this MPI (s->use_lib), then
+// agrees over s->comm: a class goes to libshaddr only where every node's answer says so (nodes
+// can differ in backend). A class counts for libshaddr when both its ends do. Calls that a
+// SHADDR_INTERPOSE_MIN* setting decides, and those without a size, keep every class.
+void choose_sizes(State *s) {
+  for (uint64_t &bits : s->use_lib) bits = ~0ull;
+  for (const SizedCall &d : kSizedCalls) {
+    if (g_settings.min_set[d.call] || !s->sc) continue;
+    uint64_t bits = 0;
+    for (int k = 0; k < 64; k++) {
+      // Allgatherv's measure is the bytes of all blocks; the model's, one block.
+      const size_t div = d.call == SHADDR_IP_ALLGATHERV ? static_cast<size_t>(s->size) : 1;
+      bool lib = true;
+      for (const size_t bytes : {(size_t{1} << k), k == 63 ? SIZE_MAX : (size_t{2} << k) - 1}) {
+        const shaddr_select_query q{d.coll, std::max<size_t>(bytes / div, 1), 1, 0, kFallback};
+        shaddr_selection a{};
+        lib = lib && shaddr_select(s->sc, &q, &a) == 0 && a.algo != SHADDR_ALGO_FALLBACK;
+      }
+      if (lib) bits |= uint64_t{1} << k;
+    }
+    s->use_lib[d.call] = bits;
+  }
+  std::vector<uint64_t> agreed(std::size(s->use_lib));
+  PMPI_Allreduce(s->use_lib, agreed.data(), static_cast<int>(agreed.size()), MPI_UINT64_T,
+                 MPI_BAND, s->comm);
+  std::copy(agreed.begin(), agreed.end(), s->use_lib);
+}
+
+// "Bcast: 16K-", the size ranges a call takes libshaddr in (SHADDR_VERBOSE).
+std::string describe_sizes(const State &s) {
+  auto size_text = [](int k) {
+    static const char *const units[] = {"", "K", "M", "G", "T", "P", "E"};
+    return std::to_string(size_t{1} << (k % 10)) + units[k / 10];
+  };
+  std::string out;
+  for (const SizedCall &d : kSizedCalls) {
+    const uint64_t bits = s.use_lib[d.call];
+    std::string ranges;
+    for (int k = 0; k < 64;) {
+      if (!(bits >> k & 1)) {
+        k++;
+        continue;
+      }
+      int e = k;
+      while (e < 64 && (bits >> e & 1)) e++;
+      ranges += (ranges.empty() ? "" : ",") + size_text(k) + "-" + (e < 64 ? size_text(e) : "");
+      k = e;
+    }
+    out += std::string(out.empty() ? "" : "; ") + (d.env + sizeof("SHADDR_INTERPOSE_MIN_") - 1) +
+           (g_settings.min_set[d.call] ? " (set) " : " ") + (ranges.empty() ? "none" : ranges);
+  }
+  return out;
 }
 
 // The interposer's settings (settings_table.cc), read once. Returns the first error.
@@ -235,6 +288,7 @@ void build(State *s) {
     s->freed = false;  // nothing is left to free; the attribute still owns the struct
     return;
   }
+  choose_sizes(s);
   s->usable = true;
 }
 
@@ -335,14 +389,9 @@ State *state_of(MPI_Comm comm) {
                    "shaddr-interpose: communicator of %d ranks: %d node(s)%s, backend %s\n",
                    s->size, s->nnodes, g_settings.nodes > 1 ? " (SHADDR_NODES)" : "",
                    s->sc ? shaddr_comm_backend(s->sc) : "-");
-    if (s->usable && s->seq == 1) {
-      std::string t;
-      for (const MinDefault &d : kMinDefaults)
-        t += std::string(t.empty() ? "" : ", ") + (d.env + sizeof("SHADDR_INTERPOSE_MIN_") - 1) +
-             " " + std::to_string(g_settings.min_bytes[d.call]);
-      std::fprintf(stderr, "shaddr-interpose: forwarded to PMPI_* below (bytes): %s\n",
-                   t.c_str());
-    }
+    if (s->usable)
+      std::fprintf(stderr, "shaddr-interpose: libshaddr for these sizes (bytes), else PMPI_*: %s\n",
+                   describe_sizes(*s).c_str());
   }
   static bool config_error_said = false;  // unasked: once per process
   if (!s->usable && s->rank == 0 &&

@@ -37,6 +37,10 @@ struct State {
   MPI_Comm mesh_row = MPI_COMM_NULL;  // the leaders of my row, ranked by column
   MPI_Comm mesh_col = MPI_COMM_NULL;  // the leaders of my column, ranked by row
   shaddr_comm_t *sc = nullptr;  // over `node`; nullptr when the node has one rank
+  // libshaddr's selection (shaddr_select), asked once per size class when the state is made
+  // and agreed over `comm`: bit k of use_lib[call] set means that a call of [2^k, 2^(k+1))
+  // bytes (small()'s measure) goes to libshaddr, clear that it goes to PMPI_*.
+  uint64_t use_lib[SHADDR_IP_COUNT] = {};
 
   uint64_t seq = 0;  // creation order: finalize frees in reverse
   bool freed = false;
@@ -51,9 +55,11 @@ struct State {
 struct Settings {
   bool verbose = false;
   int nodes = 0;               // SHADDR_NODES: virtual nodes per physical node (0/1: off)
-  // SHADDR_INTERPOSE_MIN (all calls), SHADDR_INTERPOSE_MIN_<CALL> (one): smaller messages
-  // are forwarded to PMPI_*. Indexed by shaddr_interpose_call.
+  // SHADDR_INTERPOSE_MIN (all calls), SHADDR_INTERPOSE_MIN_<CALL> (one): where set, smaller
+  // messages are forwarded to PMPI_* and the others go to libshaddr, instead of what
+  // shaddr_select answers. Indexed by shaddr_interpose_call.
   size_t min_bytes[SHADDR_IP_COUNT] = {};
+  bool min_set[SHADDR_IP_COUNT] = {};
   size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
   size_t mesh_max = 64;        // SHADDR_INTERPOSE_MESH_MAX: Alltoall blocks up to this many
                                // bytes go through the leaders' 2D virtual mesh

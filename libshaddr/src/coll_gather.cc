@@ -8,10 +8,23 @@
 #include <cstring>
 #include <vector>
 
+#include "coll_rules.h"
 #include "comm.h"
 #include "error.h"
 
 namespace shaddr {
+
+// Which algorithm the gathering collectives take (coll_rules.h).
+bool gather_slots_fit(size_t per_rank, const Tuning &t) { return per_rank <= t.slot_max; }
+
+// A ring where reading every peer in turn would thrash the backend's mappings (window: 3 slots
+// for 7 peers maps and unmaps on every read, 8x slower than stock MPI at 8 ranks). It needs a
+// backend that reads the peer's live memory (not staged copies) and a stage per step (8 bits).
+bool allgather_ring_wins(int n, bool backend_stages, size_t max_mappings, const Tuning &t) {
+  if (backend_stages || n < 3 || n > 255 || t.allgather_ring == 0) return false;
+  return t.allgather_ring == 1 || max_mappings < static_cast<size_t>(n - 1);
+}
+
 namespace {
 
 bool in_place(const void *p) { return p == SHADDR_IN_PLACE; }
@@ -136,7 +149,7 @@ int scatterv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_t
 // of a few KiB and no system call or closing barrier: cheaper than one copy through a mapping
 // or CMA at these sizes, and the only way on a backend with few mappings (window: 3 slots per
 // process, so reading 7 peers in turn unmaps and maps on every read).
-bool fits_slot(Comm &c, size_t per_rank) { return per_rank <= c.tuning().slot_max; }
+bool fits_slot(Comm &c, size_t per_rank) { return gather_slots_fit(per_rank, c.tuning()); }
 
 // Allgatherv through the slots: every rank knows every count, so all of them choose this
 // together. A slot starts with its writer's byte count, so that a reader whose count differs
@@ -185,13 +198,9 @@ int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
   return err;
 }
 
-// A ring where reading every peer in turn would thrash the backend's mappings (window: 3 slots
-// for 7 peers maps and unmaps on every read, 8x slower than stock MPI at 8 ranks). It needs a
-// backend that reads the peer's live memory (not staged copies) and a stage per step (8 bits).
 bool use_ring(Comm &c) {
-  const int n = c.size();
-  if (c.backend().stages() || n < 3 || n > 255 || c.tuning().allgather_ring == 0) return false;
-  return c.tuning().allgather_ring == 1 || c.backend().max_mappings() < static_cast<size_t>(n - 1);
+  return allgather_ring_wins(c.size(), c.backend().stages(), c.backend().max_mappings(),
+                             c.tuning());
 }
 
 // Ring Allgatherv: at step k each rank copies block me - 1 - k out of its left neighbour's

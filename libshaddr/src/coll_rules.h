@@ -26,4 +26,11 @@ bool reduce_slots_fit(size_t bytes, const Tuning &t);
 // across cores instead of 1.5·S.
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t);
 
+// coll_gather.cc. Gather, Scatter, Allgather of `per_rank` bytes per block, and Alltoall of
+// n blocks of that size (`per_rank` = n * block), go through the control block's slots.
+bool gather_slots_fit(size_t per_rank, const Tuning &t);
+// An Allgather too big for the slots runs as a ring where reading every peer in turn would
+// thrash the backend's mappings (`max_mappings` of them at once).
+bool allgather_ring_wins(int nranks, bool backend_stages, size_t max_mappings, const Tuning &t);
+
 }  // namespace shaddr

@@ -37,6 +37,33 @@ size_t cache_size(int level) {
   return 0;
 }
 
+// The cost model that shaddr_select() answers from (select.h), the same on every rank: a
+// tuning file that differs between ranks, or does not parse on one, is refused on every rank.
+int agree_model(const shaddr_host &host, CostModel *model, std::string *why) {
+  std::string my_why;
+  const int my_err = model->load(&my_why);
+  const uint64_t mine[2] = {my_err ? 1u : 0u, my_err ? 0 : model->hash()};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(host.size));
+  if (int err = host.allgather(mine, all.data(), sizeof(mine), host.ctx)) {
+    *why = "allgather of the cost model's hash failed";
+    return err;
+  }
+  for (int r = 0; r < host.size; r++) {
+    if (all[2 * r]) {
+      *why = r == host.rank ? my_why
+                            : "rank " + std::to_string(r) + " cannot read the cost model's " +
+                                  "`model.` lines of SHADDR_TUNING_FILE";
+      return -EINVAL;
+    }
+    if (all[2 * r + 1] != all[1]) {
+      *why = "rank " + std::to_string(r) + "'s cost model (the `model.` lines of "
+             "SHADDR_TUNING_FILE) differs from rank 0's: every rank must decide alike";
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 Tuning Tuning::from_env() {
@@ -77,6 +104,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
                                host.ctx, why))
     return err;
   c->tuning_ = Tuning::from_env();
+  if (int err = agree_model(host, &c->model_, why)) return err;
   NodeBlockConfig cfg;
   if (c->tuning_.slot_max > cfg.reduce_slot_bytes) c->tuning_.slot_max = cfg.reduce_slot_bytes;
   // Like SHADDR_BACKEND, SHADDR_WAIT is the same on every rank: a bad value fails everywhere.
@@ -193,16 +221,23 @@ int Comm::finish(uint64_t s, int status) {
   return result;
 }
 
+// Rank r is done with round x once it closed a round >= x (slot_read), or published round
+// x + 1: a rank publishes a round only after it has read what it reads of the rounds before.
+// So a rank that writes its slot in a round does not close it (no store, no ring): the
+// Allreduce never closes, and reading a peer's slot of round j tells that it is done with j-1.
 int Comm::slot_open(uint64_t *j) {
   *j = ++slot_seq_;
   if (*j <= kSlotRounds) return 0;
   const uint64_t need = *j - kSlotRounds;
   for (int r = 0; r < size_; r++) {
     if (r == rank_ || slot_closed_[r] >= need) continue;
-    const RankArea &a = block_->area(r);
+    const std::atomic<uint64_t> &read = block_->area(r).slot_read;
+    const std::atomic<uint64_t> &next = block_->slot_header(r, need + 1).round;
     uint64_t seen = 0;
     if (int err = wait_until(r, [&] {
-          return (seen = a.slot_read.load(std::memory_order_acquire)) >= need;
+          const uint64_t published = next.load(std::memory_order_acquire);
+          seen = std::max(read.load(std::memory_order_acquire), published ? published - 1 : 0);
+          return seen >= need;
         }))
       return err;
     slot_closed_[r] = seen;
@@ -214,16 +249,21 @@ void Comm::slot_publish(uint64_t j, uint64_t meta) {
   SlotHeader &h = block_->slot_header(rank_, j);
   h.meta = meta;
   h.round.store(j, std::memory_order_release);
-  ring_mine();
+  slot_published_ = j;
+  ring_pending_ = true;  // rung before this rank waits long or returns (ring_if_pending())
 }
 
 int Comm::slot_wait(int r, uint64_t j) {
   const SlotHeader &h = block_->slot_header(r, j);
-  // Not rewritten with a later round before this rank has closed round j.
-  return wait_until(r, [&] { return h.round.load(std::memory_order_acquire) >= j; });
+  // Not rewritten with a later round before this rank is done with round j.
+  if (int err = wait_until(r, [&] { return h.round.load(std::memory_order_acquire) >= j; }))
+    return err;
+  if (slot_closed_[r] < j - 1) slot_closed_[r] = j - 1;
+  return 0;
 }
 
 void Comm::slot_close(uint64_t j) {
+  if (slot_published_ == j) return;  // the next round's publication or close says it
   block_->area(rank_).slot_read.store(j, std::memory_order_release);
   ring_mine();
 }

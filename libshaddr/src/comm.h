@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "nodeblock.h"
+#include "select.h"
 #include "shaddr/coll.h"
 #include "wait.h"
 
@@ -58,6 +59,8 @@ class Comm {
   Backend &backend() { return *backend_; }
   NodeBlock &block() { return *block_; }
   const Tuning &tuning() const { return tuning_; }
+  const CostModel &model() const { return model_; }
+  const Backend &backend() const { return *backend_; }
   shaddr_comm_stats &stats() { return stats_; }
   const char *backend_reason() const { return reason_.c_str(); }
 
@@ -93,13 +96,23 @@ class Comm {
   template <typename Pred>
   int wait_until(int peer, Pred &&pred);
   // After changing this rank's RankArea or MsgCounter: wakes whoever sleeps waiting for it.
-  void ring_mine() { ring(block_->bell(rank_)); }
+  void ring_mine() {
+    ring_pending_ = false;
+    ring(block_->bell(rank_));
+  }
+  // A flag of this rank changed and nobody was rung yet (slot_publish() defers its ring): ring.
+  // Done before this rank could yield or sleep in a wait (wait_until) and when the collective
+  // returns (account()), so that the ring's full barrier, which waits for the store to reach
+  // the other cores, overlaps this rank's wait for its peers instead of preceding it.
+  void ring_if_pending() {
+    if (ring_pending_) ring_mine();
+  }
 
   // Seed-004 slots: small exchanges through the control block, without a closing barrier.
   // Every rank takes part in every round j (slot_open() if it writes its slot, else
   // slot_next()) and ends it with slot_close(). Round j uses each rank's slot j % kSlotRounds;
-  // slot_open() waits until every rank has closed round j - kSlotRounds, so a slot is never
-  // rewritten while someone still reads it (what it last saw of each rank is kept: most
+  // slot_open() waits until every rank is done with round j - kSlotRounds, so a slot is never
+  // rewritten while someone still reads it (what it last learnt of each rank is kept: most
   // rounds read no other rank's line). The round number travels in the slot's first cache
   // line with the data (nodeblock.h).
   int slot_open(uint64_t *j);
@@ -119,6 +132,7 @@ class Comm {
   // algorithm). Returns err.
   void mark_small_path() { small_path_ = true; }
   int account(int err) {
+    ring_if_pending();
     if (err) stats_.failures++;
     else if (small_path_) stats_.fifo_calls++;
     small_path_ = false;
@@ -141,13 +155,16 @@ class Comm {
   std::unique_ptr<NodeBlock> block_;
   std::vector<pid_t> pids_;
   Tuning tuning_{};
+  CostModel model_;
   shaddr_comm_stats stats_{};
   std::string reason_;
   uint64_t seq_ = 0;
   uint64_t slot_seq_ = 0;
-  std::vector<uint64_t> slot_closed_;  // the last slot_read seen of each rank
+  uint64_t slot_published_ = 0;        // the last round this rank wrote its slot in
+  std::vector<uint64_t> slot_closed_;  // of each rank: the last round it is known done with
   uint64_t fallible_steps_ = 0;  // SHADDR_FAIL_INJECT's count
   bool small_path_ = false;      // the running collective took the FIFO/slots
+  bool ring_pending_ = false;    // see ring_if_pending()
   Fifo::Cursor bcast_cursor_;
   std::vector<char> bounce_;
   std::vector<char> scratch_[2];
@@ -158,6 +175,7 @@ int Comm::wait_until(int peer, Pred &&pred) {
   Waiter w(block_->wait_policy(), &block_->bell(peer));
   uint64_t next_check = 4096;
   while (!w.round(pred)) {
+    if (ring_pending_ && w.effort() >= block_->wait_policy().spins) ring_mine();
     // About every 4096 rounds (a sleep counts 256; a millisecond or more once yielding or
     // sleeping): is the peer still there? Look once more after finding it gone: it may have
     // done its part and exited since the last look (a peer leaves the closing barrier of

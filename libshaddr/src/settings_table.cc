@@ -49,10 +49,11 @@ constexpr SettingDef kSettings[] = {
           "the tuning in force; fallbacks say why; the interposer and the patched MPICH say "
           "what they do"),
     typed("SHADDR_TUNING_FILE", T::kText, L::kLibrary, kRank, kEnvOnly, 0, 0, "", "—",
-          "file of `NAME=VALUE` lines for the settings of kind `env / tuning file`; the "
-          "environment wins "
-          "over it. `build/tools/shaddr-tune -n RANKS -o FILE` writes one from this machine's "
-          "measurements (fits T = alpha + s/beta per algorithm, threshold at the crossing)"),
+          "file of `NAME=VALUE` lines for the settings of kind `env / tuning file` (the "
+          "environment wins over it) and of the cost model's `model.<who>.<coll>=` lines "
+          "(\"Selection\"; agreed on the node). `build/tools/shaddr-tune -n RANKS [--model] -o "
+          "FILE` writes one from this machine's measurements, `tools/shaddr-model measure` "
+          "the whole model"),
     typed("SHADDR_CHUNK", T::kSize, L::kLibrary, kEqual, kTunable, 4 * kKi, kGi, "", "L2 / 2",
           "copy unit of pipelined transfers (seed 001's cache-aware segment)"),
     typed("SHADDR_REDUCE_UNIT", T::kSize, L::kLibrary, kEqual, kTunable, 256, 64 * kMi, "",
@@ -115,29 +116,29 @@ constexpr SettingDef kSettings[] = {
     typed("SHADDR_INTERPOSE", T::kBool, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "`1`",
           "`0`: the interposer forwards every call to `PMPI_*`"),
     typed("SHADDR_INTERPOSE_MIN", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
-          "per call, below",
+          "— (the selection)",
           "interposer: sets every `SHADDR_INTERPOSE_MIN_<CALL>` at once (`0`: every non-empty "
           "call through libshaddr, as the MPI tests run)"),
     typed("SHADDR_INTERPOSE_MIN_BCAST", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
-          "MPICH `16384`, Open MPI `16`",
-          "interposer: Bcasts of fewer bytes go to `PMPI_*`, where stock MPI measured faster "
-          "(see \"Thresholds\" under the interposer)"),
+          "— (the selection)",
+          "interposer: set, Bcasts of fewer bytes go to `PMPI_*` and the others to libshaddr; "
+          "unset, `shaddr_select`'s cost model decides per size (see \"Selection\")"),
     typed("SHADDR_INTERPOSE_MIN_REDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "`0`", "the same for Reduce"),
+          "", "— (the selection)", "the same for Reduce"),
     typed("SHADDR_INTERPOSE_MIN_ALLREDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "MPICH `0`, Open MPI `512`", "the same for Allreduce"),
+          "", "— (the selection)", "the same for Allreduce"),
     typed("SHADDR_INTERPOSE_MIN_GATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "`0`", "the same for Gather (bytes per rank's block)"),
+          "", "— (the selection)", "the same for Gather (bytes per rank's block)"),
     typed("SHADDR_INTERPOSE_MIN_SCATTER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "`0`", "the same for Scatter (bytes per rank's block)"),
+          "", "— (the selection)", "the same for Scatter (bytes per rank's block)"),
     typed("SHADDR_INTERPOSE_MIN_ALLGATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "MPICH `0`, Open MPI `512`", "the same for Allgather (bytes per rank's block)"),
+          "", "— (the selection)", "the same for Allgather (bytes per rank's block)"),
     typed("SHADDR_INTERPOSE_MIN_ALLGATHERV", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0,
-          kMax, "", "`0`",
+          kMax, "", "— (the selection)",
           "the same for Allgatherv (bytes in all); Gatherv, Scatterv and Alltoallv have none "
           "(not every rank knows the sizes)"),
     typed("SHADDR_INTERPOSE_MIN_ALLTOALL", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "MPICH `0`, Open MPI `512`", "the same for Alltoall (bytes per rank's block)"),
+          "", "— (the selection)", "the same for Alltoall (bytes per rank's block)"),
     typed("SHADDR_INTERPOSE_SEGMENT", T::kSize, L::kInterposer, kEqual, kEnvOnly, 4 * kKi, kGi,
           "", "`256K`",
           "interposer: piece size of the leaders' pipelined Bcast across nodes (at most 1024 "
@@ -184,10 +185,16 @@ constexpr SettingDef kSettings[] = {
           "`1` (or `SHADDR_VERBOSE=1` once libshaddr is loaded): rank 0 says whether "
           "libshaddr was loaded, every fallback and why, and each communicator's libshaddr call counters when it is "
           "freed"),
-    other("MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`0`",
-          "smaller Bcasts (bytes) take `release_gather` even when shaddr is selected"),
-    other("MPIR_CVAR_REDUCE_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`0`",
+    other("MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
+          "`-1`: libshaddr's selection (`shaddr_select`) decides per size whether a Bcast runs "
+          "in libshaddr or on `release_gather`; `0` or more: Bcasts of at least this many bytes "
+          "run in libshaddr, smaller ones on `release_gather`"),
+    other("MPIR_CVAR_REDUCE_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
           "the same for Reduce and Allreduce"),
+    other("MPIR_CVAR_ALLGATHER_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
+          "the same for Allgather (bytes of one block; the fallback is MPIR's)"),
+    other("MPIR_CVAR_ALLTOALL_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
+          "the same for Alltoall (bytes of one block; the fallback is MPIR's)"),
     other("MPIR_CVAR_CH4_POSIX_COLL_SELECTION_TUNING_JSON_FILE", "env (patched MPICH)", "—",
           "json file replacing the posix selection tree (read from this CVAR since patch "
           "0001)"),

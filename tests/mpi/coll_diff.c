@@ -42,6 +42,8 @@ static const char *g_comm_name = "";
 static int g_comm_checked;  /* path expectations apply (world and its dup) */
 static int g_allow_fallbacks; /* SHADDR_INTERPOSE_FAIL_EVERY is set: fallbacks are the point */
 static size_t g_min;          /* SHADDR_INTERPOSE_MIN: smaller calls are forwarded */
+static int g_min_per_block;   /* COLL_DIFF_EXPECT_MIN: g_min is where libshaddr's selection
+				 starts taking calls (a test model); Allgatherv's is per block */
 
 /* Whether a call of @bytes (what the interposer compares with its threshold) is large enough
  * to be taken: not empty and not below SHADDR_INTERPOSE_MIN. */
@@ -491,7 +493,10 @@ static void t_allgatherv(MPI_Comm comm, int rank, int size, size_t bytes, int in
 		memcpy(ra + dsp[rank], s, cnt[rank]), memcpy(rb + dsp[rank], s, cnt[rank]);
 	path_begin();
 	MPI_Allgatherv(in_place ? MPI_IN_PLACE : s, cnt[rank], MPI_BYTE, ra, cnt, dsp, MPI_BYTE, comm);
-	path_end(SHADDR_IP_ALLGATHERV, what, 0, sized(tot - 5 * (size_t)size)); /* data, no gaps */
+	/* data, no gaps; the model weighs one (average) block */
+	path_end(SHADDR_IP_ALLGATHERV, what, 0,
+		 g_min_per_block ? tot > 5 * (size_t)size && (tot - 5 * (size_t)size) / size >= g_min
+				 : sized(tot - 5 * (size_t)size));
 	PMPI_Allgatherv(in_place ? MPI_IN_PLACE : s, cnt[rank], MPI_BYTE, rb, cnt, dsp, MPI_BYTE,
 			comm);
 	same(ra, rb, tot, what);
@@ -679,6 +684,12 @@ int main(int argc, char **argv) {
 		g_expect = getenv("SHADDR_EXPECT");
 	if (getenv("SHADDR_INTERPOSE_MIN"))
 		g_min = strtoull(getenv("SHADDR_INTERPOSE_MIN"), NULL, 0);
+	/* A tuning file's cost model that makes the selection take calls from this many bytes (a
+	 * power of two: the interposer asks it per power-of-two size class) */
+	if (getenv("COLL_DIFF_EXPECT_MIN")) {
+		g_min = strtoull(getenv("COLL_DIFF_EXPECT_MIN"), NULL, 0);
+		g_min_per_block = 1;
+	}
 	*(void **)&g_stats_fn = dlsym(RTLD_DEFAULT, "shaddr_interpose_get_stats");
 
 	run_all(MPI_COMM_WORLD, "world", 1);

@@ -169,6 +169,94 @@ SHADDR_API int shaddr_dtype_size(enum shaddr_dtype type);
  */
 SHADDR_API int shaddr_op_supported(enum shaddr_op op, enum shaddr_dtype type);
 
+/*
+ * Selection: whether a collective should run in libshaddr or in the caller's own
+ * implementation (the fallback), and which of libshaddr's algorithms would run. The one place
+ * that decides; the interposer and the patched MPICH ask it before every call they could hand
+ * to libshaddr.
+ */
+
+/* The implementation a caller runs when it does not call libshaddr, whose measured cost the
+ * answer weighs against libshaddr's. */
+enum shaddr_fallback {
+	SHADDR_FALLBACK_NONE,		/* none: answer only which algorithm libshaddr runs */
+	SHADDR_FALLBACK_MPICH,		/* MPICH's own collectives through PMPI (interposer) */
+	SHADDR_FALLBACK_OPENMPI,	/* Open MPI's own collectives through PMPI (interposer) */
+	SHADDR_FALLBACK_MPICH_POSIX,	/* MPICH ch4 posix release_gather (the MPICH patch) */
+	SHADDR_FALLBACK_COUNT
+};
+
+/* What runs. */
+enum shaddr_algo {
+	SHADDR_ALGO_FALLBACK,		/* the caller's fallback, not libshaddr */
+	SHADDR_ALGO_NONE,		/* nothing to move (one rank, zero bytes): libshaddr returns */
+	SHADDR_ALGO_FIFO,		/* Bcast through the node's FIFO: two copies, no barrier */
+	SHADDR_ALGO_SLOTS,		/* the control block's slots: two copies, no barrier */
+	SHADDR_ALGO_DIRECT,		/* one copy out of the peers' own buffers */
+	SHADDR_ALGO_STREAMS,		/* Bcast in streams relayed by non-roots */
+	SHADDR_ALGO_RING,		/* Allgather ring: each rank reads its left neighbour */
+	SHADDR_ALGO_PARTITIONED,	/* Reduce/Allreduce: each rank reduces one slice */
+	SHADDR_ALGO_ROOT,		/* Reduce: the root reads and combines every operand */
+	SHADDR_ALGO_BARRIER,		/* Barrier on the control block's counters */
+	SHADDR_ALGO_COUNT
+};
+
+/**
+ * struct shaddr_select_query - one collective call, as every rank of the node sees it
+ * @coll: the collective
+ * @bytes: Bcast, Reduce, Allreduce: the message; Gather, Scatter, Allgather, Alltoall: one
+ *         rank's block. MPI makes it equal on every rank.
+ * @reducible: Reduce/Allreduce: 1 when libshaddr can reduce the datatype with the op
+ *             (shaddr_op_supported() == 0); 0 makes the answer the fallback
+ * @in_place: Allreduce, Allgather, Alltoall: MPI_IN_PLACE (MPI makes it all or none; an
+ *            in-place partitioned Allreduce keeps a copy of its input, which the model counts)
+ * @fallback: what the caller runs otherwise
+ *
+ * Only what is equal on every rank enters the answer, so that every rank decides alike without
+ * talking: not contiguity (a rank packs its own non-contiguous data before calling), not
+ * Reduce's in-place (the root's alone).
+ */
+struct shaddr_select_query {
+	enum shaddr_coll coll;
+	size_t bytes;
+	int reducible;
+	int in_place;
+	enum shaddr_fallback fallback;
+};
+
+/**
+ * struct shaddr_selection - the answer
+ * @algo: SHADDR_ALGO_FALLBACK (call the fallback), or the algorithm libshaddr will run
+ * @shaddr_us: the model's time of @algo in libshaddr (also when the fallback won)
+ * @fallback_us: the model's time of the fallback (0 with SHADDR_FALLBACK_NONE or no model)
+ * @why: one short static sentence
+ */
+struct shaddr_selection {
+	enum shaddr_algo algo;
+	double shaddr_us;
+	double fallback_us;
+	const char *why;
+};
+
+/**
+ * shaddr_select() - libshaddr or the fallback, and which algorithm
+ * @comm: the node communicator the call would run on (its backend, node size and settings)
+ * @q: the call
+ * @out: the answer
+ *
+ * The cost model (README, "Selection") compares libshaddr's algorithm on @comm's backend with
+ * the fallback, from measured alpha-beta lines: shipped ones measured on a reference machine,
+ * replaced by `model.` lines of the tuning file (shaddr-tune for libshaddr's side, make run /
+ * shaddr-compare --model for the fallbacks'). The model is agreed when @comm is created, so
+ * every rank gets the same answer. No system call, no allocation: cheap on every call.
+ * Return: 0; -EINVAL for NULL or out-of-range arguments.
+ */
+SHADDR_API int shaddr_select(const shaddr_comm_t *comm, const struct shaddr_select_query *q,
+			     struct shaddr_selection *out);
+
+/** shaddr_algo_name() - "fifo", "direct", ... ("?" out of range). */
+SHADDR_API const char *shaddr_algo_name(enum shaddr_algo algo);
+
 SHADDR_API int shaddr_barrier(shaddr_comm_t *comm);
 
 /* @bytes must be equal on every rank. */
