@@ -485,6 +485,49 @@ TEST_P(Coll, ReduceDirectEveryTypeSizeRootInPlace) {
             0);
 }
 
+// The slots carry kSlotRounds rounds in flight: a writer runs ahead of a slow reader until the
+// slot it would write is one the reader has not read yet, and waits there for the reader's
+// close, or for the publication that says it is done (an Allreduce round closes nothing).
+// Back-to-back small Bcasts from every root, Allreduces and Reduces, with a rank that dozes
+// now and then; waiters sleep soon and only a ring wakes them (a lost ring fails the time
+// limit), and a slot rewritten too early fails the data checks.
+TEST_P(Coll, SlotRoundsAreReusedOnlyWhenEveryRankIsDone) {
+  setenv("SHADDR_WAIT", "sleep", 1);
+  setenv("SHADDR_WAIT_SLEEP_MAX", "30000000", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int n : {2, 3, 5})
+    EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+                std::mt19937 rng(rank * 7 + 1);
+                size_t bad;
+                for (int it = 0; it < 600; it++) {
+                  const int root = (it / 3) % size;  // several rounds in a row from one root
+                  const size_t bytes = 1 + (it * 37) % 4000;
+                  std::vector<unsigned char> a(bytes);
+                  if (rank == root) fill(a.data(), bytes, root, it);
+                  REQUIRE(shaddr_bcast(c, a.data(), bytes, root) == 0, 1, "bcast %zu", bytes);
+                  REQUIRE(check(a.data(), bytes, root, it, &bad), 2, "bcast %d %zu: byte %zu", it, bytes, bad);
+                  if (rank == it % size && rng() % 4 == 0) usleep(rng() % 300);  // a slow reader
+                  if (it % 5 == 0) {
+                    int64_t v[3] = {rank + it, 1, -rank}, r[3];
+                    REQUIRE(shaddr_allreduce(c, v, r, 3, SHADDR_INT64, SHADDR_OP_SUM) == 0, 3, "allreduce");
+                    REQUIRE(r[0] == int64_t(size) * it + size * (size - 1) / 2 && r[1] == size, 4, "allreduce %d", it);
+                  }
+                  if (it % 7 == 0) {
+                    int32_t v = rank + it, r = 0;
+                    REQUIRE(shaddr_reduce(c, &v, &r, 1, SHADDR_INT32, SHADDR_OP_MAX, root) == 0, 5, "reduce");
+                    REQUIRE(rank != root || r == size - 1 + it, 6, "reduce %d", it);
+                  }
+                }
+                return 0;
+              }),
+              0)
+        << "n=" << n;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 25.0) << "a wait was not woken by a ring (it slept until SHADDR_WAIT_SLEEP_MAX)";
+  unsetenv("SHADDR_WAIT");
+  unsetenv("SHADDR_WAIT_SLEEP_MAX");
+}
+
 // v-layouts with a different, possibly zero, size per rank and gaps between blocks.
 struct VLayout {
   std::vector<size_t> counts, displs;
