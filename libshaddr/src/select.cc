@@ -28,6 +28,8 @@ static_assert(std::size(kCollNames) == SHADDR_COLL_COUNT);
 constexpr const char *kAlgoNames[] = {"fallback", "none",        "fifo", "slots", "direct",
                                       "streams",  "ring", "partitioned", "root", "barrier"};
 static_assert(std::size(kAlgoNames) == SHADDR_ALGO_COUNT);
+static_assert(sizeof(shaddr_coll) == sizeof(int) && sizeof(shaddr_fallback) == sizeof(int) &&
+              sizeof(shaddr_algo) == sizeof(int));
 
 // A heap+<inner> backend serves a peer's buffer from its heap file when the buffer is in the
 // heap, which a preloaded libshaddr-heap.so makes true of malloc'd buffers of SHADDR_HEAP_MIN
@@ -299,15 +301,20 @@ extern "C" {
 SHADDR_API int shaddr_select(const shaddr_comm_t *comm, const struct shaddr_select_query *q,
                              struct shaddr_selection *out) {
   if (!comm || !q || !out) return -EINVAL;
-  if (static_cast<unsigned>(q->coll) >= SHADDR_COLL_COUNT ||
-      static_cast<unsigned>(q->fallback) >= SHADDR_FALLBACK_COUNT)
+  // A C caller may pass any int in an enum's place: read them as ints.
+  int coll, fallback;
+  std::memcpy(&coll, &q->coll, sizeof(coll));
+  std::memcpy(&fallback, &q->fallback, sizeof(fallback));
+  if (coll < 0 || coll >= SHADDR_COLL_COUNT || fallback < 0 || fallback >= SHADDR_FALLBACK_COUNT)
     return -EINVAL;
   *out = shaddr::select(*shaddr::from_handle(comm), *q);
   return 0;
 }
 
 SHADDR_API const char *shaddr_algo_name(enum shaddr_algo algo) {
-  return static_cast<unsigned>(algo) < SHADDR_ALGO_COUNT ? shaddr::kAlgoNames[algo] : "?";
+  int a;
+  std::memcpy(&a, &algo, sizeof(a));
+  return a >= 0 && a < SHADDR_ALGO_COUNT ? shaddr::kAlgoNames[a] : "?";
 }
 
 }  // extern "C"

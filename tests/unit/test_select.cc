@@ -220,7 +220,7 @@ TEST(Select, RejectsBadArguments) {
   shaddr_select_query q{SHADDR_COLL_BCAST, 8, 1, 0, SHADDR_FALLBACK_MPICH};
   EXPECT_EQ(shaddr_select(nullptr, &q, &a), -EINVAL);
   EXPECT_STREQ(shaddr_algo_name(SHADDR_ALGO_FIFO), "fifo");
-  EXPECT_STREQ(shaddr_algo_name(static_cast<shaddr_algo>(99)), "?");
+  EXPECT_STREQ(shaddr_algo_name(SHADDR_ALGO_COUNT), "?");
   TuningFile tf("");
   EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
               shaddr_selection out{};
@@ -228,7 +228,7 @@ TEST(Select, RejectsBadArguments) {
                                       SHADDR_FALLBACK_MPICH};
               if (shaddr_select(c, &bad, &out) != -EINVAL) return 1;
               bad.coll = SHADDR_COLL_BCAST;
-              bad.fallback = static_cast<shaddr_fallback>(17);
+              bad.fallback = SHADDR_FALLBACK_COUNT;
               if (shaddr_select(c, &bad, &out) != -EINVAL) return 2;
               if (shaddr_select(c, nullptr, &out) != -EINVAL) return 3;
               return 0;
