@@ -26,6 +26,7 @@ help:
 	@echo "                (idempotent; the kernel's cold build takes tens of minutes, then cached)"
 	@echo "make debug-kernel  only the debug kernel (KASAN, lockdep, ...; tools/shaddr-debug-kernel)"
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
+	@echo "make bench-multihost  stock MPI vs shaddr's hierarchy across test hosts (part of bench)"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
 	@echo "make mpich      patched MPICH 4.0.2 (mpich_patch/) into build/mpich (cached)"
 	@echo "make test-mpich MPICH test suite etc. on the patched MPICH, host and VM (ctest -L mpich; ~3.5 h)"
@@ -107,6 +108,14 @@ test-mpi-full: all
 # (tools/shaddr-compare --short is the few-minute version.)
 bench: all
 	@$(TOP)/tools/shaddr-compare
+	@$(TOP)/tools/shaddr-bench-multihost
+
+# Across test hosts (tools/shaddr-hosts: network namespaces with their own hostnames, links
+# shaped with tc): stock MPI vs shaddr's hierarchy per collective and size, against the cost
+# model; build/report/multihost.md, and its section in build/report/report.md. Part of bench.
+.PHONY: bench-multihost
+bench-multihost: all
+	@$(TOP)/tools/shaddr-bench-multihost
 
 # Patched MPICH (mpich_patch/) in build/mpich; cached in ~/.cache/shaddr/mpich, seconds when warm.
 mpich: pkgs $(BUILD)/build.ninja
