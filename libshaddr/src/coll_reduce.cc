@@ -28,18 +28,24 @@ bool reduce_slots_fit(size_t bytes, const Tuning &t) { return bytes <= t.slot_ma
 
 // Bytes read across cores for a Reduce of S bytes on n ranks (the root's share is its
 // critical path):
-//   direct:      (n-1)·S, all of it by the root;
+//   direct:      (n-1)·S, all of it by the root, which also does all (n-1)·S of combining;
 //   partitioned: (n-1)·S/n per rank for the slices, then (n-1)·S/n more by the root:
-//                (n-1)·S·(1 + 1/n) in all, 2·(n-1)·S/n by the root.
-// At n = 2 the root reads S either way and the partitioned one moves 1.5·S, with a second
-// phase and a wait for the other rank's slice: direct wins. From n = 3 the partitioned root
-// reads 2(n-1)/n·S < (n-1)·S: it wins where the ranks run in parallel. Sizes the slots take
-// never get here. Measured (2-core EPYC VM, int32 sum, median per call after a barrier):
-// n = 2 on cma, direct vs partitioned 4.9 vs 8.2 us at 8 KiB, 46 vs 71 at 128 KiB, 0.38 vs
-// 0.50 ms at 1 MiB, 1.6 vs 2.0 at 4 MiB; on shm a tie (both stage their input). At n = 3 and
-// 4 (oversubscribed on 2 cores) partitioned wins from 4 MiB and from 256 KiB respectively.
+//                (n-1)·S·(1 + 1/n) in all, 2·(n-1)·S/n by the root, combining (n-1)·S/n.
+// At n = 2 the root reads S either way and the partitioned one moves 1.5·S, pays a second phase
+// and waits for the other rank's slice: direct wins, until the half of the combining that the
+// partitioned root leaves to its peer outweighs that. From n = 3 the partitioned root reads
+// 2(n-1)/n·S < (n-1)·S: it wins where the ranks run in parallel. The slots take small sizes.
+// Measured (2-core EPYC VM, int32 sum, cma, 2 ranks; shaddr-bench under Open MPI through the
+// interposer, and libshaddr alone, medians, a build forcing either): direct vs partitioned
+// 4.8 vs 8.4 us at 8 KiB, 12.5 vs 20 at 32 KiB, 23 vs 39 at 64 KiB, 44 vs 68 at 128 KiB while
+// other jobs loaded the host; with both cores free the partitioned one caught up at 128 KiB
+// (34 vs 36) and won above (63 vs 71 us at 256 KiB, 110 vs 143 at 512 KiB, 205 vs 285 at
+// 1 MiB). On shm, and on the heap, a tie (both stage or map). At 3 and 4 ranks (oversubscribed
+// here) the partitioned one won from 4 MiB and 256 KiB. Hence 2 ranks, up to 128 KiB.
+constexpr size_t kReduceDirectMax = 128u << 10;
+
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t) {
-  return nranks == 2 && !reduce_slots_fit(bytes, t);
+  return nranks == 2 && !reduce_slots_fit(bytes, t) && bytes <= kReduceDirectMax;
 }
 
 namespace {

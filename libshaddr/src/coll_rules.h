@@ -22,8 +22,9 @@ bool bcast_streams_win(int nranks, size_t bytes, bool segmented, const Tuning &t
 // coll_reduce.cc. Reduce/Allreduce of `bytes` per rank goes through the control block's slots.
 bool reduce_slots_fit(size_t bytes, const Tuning &t);
 // A Reduce (not Allreduce) too big for the slots: the root reads every operand itself
-// (direct) rather than the partitioned reduction. True at 2 ranks, where it moves S bytes
-// across cores instead of 1.5·S.
+// (direct) rather than the partitioned reduction. True at 2 ranks up to 128 KiB: it moves S
+// bytes across cores instead of 1.5·S and needs no second phase; above, the partitioned one's
+// halved combining wins when both ranks have a core.
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t);
 
 // coll_gather.cc. Gather, Scatter, Allgather of `per_rank` bytes per block, and Alltoall of

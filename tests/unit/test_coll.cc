@@ -434,8 +434,8 @@ TEST_P(Coll, ReduceAndAllreduceSizesRootsInPlace) {
 
 // The direct Reduce (2 ranks, beyond the slots): every type (with an op MPI defines on it),
 // both roots, in place and not, at counts just past a slot, odd, straddling pages and reduce
-// units, larger than a slot and than the Bcast FIFO's slots, and 1 MiB + 3 bytes; with the
-// operands at an odd offset from a page.
+// units, larger than a slot and than the Bcast FIFO's slots, up to the largest that goes direct;
+// with the operands at an odd offset from a page.
 TEST_P(Coll, ReduceDirectEveryTypeSizeRootInPlace) {
   Tuning t = Tuning::from_env();
   t.slot_max = std::min<size_t>(t.slot_max, 4096);  // as Comm::create clamps it
@@ -451,9 +451,16 @@ TEST_P(Coll, ReduceDirectEveryTypeSizeRootInPlace) {
                 REQUIRE(op != SHADDR_OP_COUNT, 5, "no op for type %d", ti);
                 const size_t es = shaddr_dtype_size(type);
                 // Bytes: just past a slot, a page + odd, a reduce unit +- an element, 3 units
-                // and a bit, 1 MiB + 3 (rounded down to elements, at least one past a slot).
+                // and a bit, the largest that goes direct (rounded down to elements, at least
+                // one past a slot).
+                size_t largest = t.slot_max + 1, above = size_t(1) << 30;  // direct / not
+                REQUIRE(!reduce_direct_wins(size, above, t), 9, "1 GiB goes direct");
+                while (above - largest > 1) {
+                  const size_t mid = largest + (above - largest) / 2;
+                  (reduce_direct_wins(size, mid, t) ? largest : above) = mid;
+                }
                 for (size_t want : {t.slot_max + 1, size_t(4096 * 3 + 5), unit - 1, unit + 1,
-                                    3 * unit + 8 * es + 1, size_t(8192 + 1), (size_t(1) << 20) + 3}) {
+                                    3 * unit + 8 * es + 1, size_t(8192 + 1), largest}) {
                   const size_t count = std::max(want / es, t.slot_max / es + 1);
                   REQUIRE(reduce_direct_wins(size, count * es, t), 6, "%zu B would not go direct", count * es);
                   for (int root = 0; root < size; root++)

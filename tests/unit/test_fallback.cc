@@ -22,6 +22,9 @@ namespace {
 
 // Larger than the slots and the Bcast FIFO: the paths with exposures, mappings and reads.
 constexpr size_t kCount = 40000;  // doubles (partitioned reduction) and bytes per block
+// The Reduce at 2 ranks: direct, and several reduce units long (SHADDR_REDUCE_UNIT: 32 KiB here).
+constexpr size_t kDirectCount = 12000;  // doubles
+size_t reduce_count(int ranks) { return ranks == 2 ? kDirectCount : kCount; }
 
 double value(int rank, size_t i) { return static_cast<double>((rank + 1) * 1000 + i % 997); }
 
@@ -75,14 +78,17 @@ int run_cases(const shaddr_host &h, Tally *out) {
       check(rc ? buf == orig : buf[0] == sum0, 10, "allreduce in place: input not restored / wrong");
     }
     const int root = round % n;
-    for (size_t i = 0; i < kCount; i++) buf[i] = value(me, i);
+    const size_t rn = reduce_count(n);
+    buf.resize(rn);
+    orig.resize(rn);
+    for (size_t i = 0; i < rn; i++) buf[i] = value(me, i);
     rc = shaddr_reduce(c, me == root ? SHADDR_IN_PLACE : buf.data(),
-                       me == root ? buf.data() : nullptr, kCount, SHADDR_DOUBLE, SHADDR_OP_SUM,
+                       me == root ? buf.data() : nullptr, rn, SHADDR_DOUBLE, SHADDR_OP_SUM,
                        root);
     if (agreed(rc, "reduce in place") && me == root) {
       double sum1 = 0;
-      for (int r = 0; r < n; r++) sum1 += value(r, kCount - 1);
-      check(rc ? buf == orig : buf[kCount - 1] == sum1, 11, "reduce in place: not restored / wrong");
+      for (int r = 0; r < n; r++) sum1 += value(r, rn - 1);
+      check(rc ? buf == orig : buf[rn - 1] == sum1, 11, "reduce in place: not restored / wrong");
     }
     // Alltoall in place: blocks taken from and replaced in the receive buffer.
     std::vector<unsigned char> a(kCount * n), a0;
@@ -122,7 +128,8 @@ TEST(Fallback, InjectedFailuresAreAgreedAndRestoreInPlaceInput) {
   for (int ranks : {3, 2}) {
     // The Reduce of this test must take the algorithm this sweep is meant to reach.
     shaddr::Tuning t = shaddr::Tuning::from_env();
-    ASSERT_EQ(shaddr::reduce_direct_wins(ranks, kCount * sizeof(double), t), ranks == 2);
+    ASSERT_EQ(shaddr::reduce_direct_wins(ranks, reduce_count(ranks) * sizeof(double), t),
+              ranks == 2);
     int failed = 0, passed = 0;
     for (const char *every : {"1", "2", "3", "5", "7", "11"}) {
       for (const char *rank : {"", "0", "1", "2"}) {
