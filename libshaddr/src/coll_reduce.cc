@@ -162,20 +162,17 @@ int direct_reduce(Comm &c, const Args &a) {
     const size_t cnt = a.count - e < unit_elems ? a.count - e : unit_elems;
     const size_t off = e * a.esize, len = cnt * a.esize;
     char *acc = a.out + off;
-    // Operand 0 lands in the accumulator: copied (or already there, in place at root 0),
-    // or read straight into it from rank 0.
-    if (me == 0) {
-      if (!in_place) std::memcpy(acc, own + off, len);
-    } else {
-      err = c.copy_from(0, c.remote_addr(0, 0) + off, acc, len);
-    }
+    // Operand 0 is read straight into the accumulator from rank 0; at root 0 it is this
+    // rank's own, combined with operand 1 on the way in (no copy of it first).
+    if (me != 0) err = c.copy_from(0, c.remote_addr(0, 0) + off, acc, len);
     for (int q = 1; q < n && !err; q++) {
+      const char *left = q == 1 && me == 0 ? own + off : acc;  // operands 0 .. q-1
       if (q == me) {
         reduce_apply(a.op, a.type, acc, own + off, cnt);
         continue;
       }
       err = c.visit(q, c.remote_addr(q, 0) + off, len, len, [&](const void *p, size_t) {
-        reduce_apply(a.op, a.type, acc, p, cnt);
+        reduce_apply3(a.op, a.type, acc, left, p, cnt);
       });
     }
   }
