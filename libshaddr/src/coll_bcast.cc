@@ -51,7 +51,7 @@ int slot_bcast(Comm &c, char *buf, size_t bytes, int root, size_t segment,
     int err = 0;
     for (size_t off = 0; ready && off < bytes && !err; off += segment)
       err = ready(off, bytes - off < segment ? bytes - off : segment, ctx);
-    if (!err) std::memcpy(c.slot(root, j), buf, bytes);
+    if (!err) std::memcpy(c.slot(root, j, bytes), buf, bytes);
     c.slot_publish(j, bcast_meta(bytes, root) | (err ? kSlotAbort : 0));
     c.slot_close(j);
     return err ? fail(err, "shaddr_bcast: the root's data source failed") : 0;
@@ -66,7 +66,7 @@ int slot_bcast(Comm &c, char *buf, size_t bytes, int root, size_t segment,
     err = fail(-EPROTO, "shaddr_bcast: slot message out of step (collectives called in a "
                         "different order or with different sizes on different ranks?)");
   else
-    std::memcpy(buf, c.slot(root, j), bytes);
+    std::memcpy(buf, c.slot(root, j, bytes), bytes);
   c.slot_close(j);
   return err;
 }

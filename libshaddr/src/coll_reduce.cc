@@ -65,13 +65,14 @@ int slot_reduce(Comm &c, const Args &a) {
   c.mark_small_path();
   uint64_t j;
   if (int err = c.slot_open(&j)) return err;
-  std::memcpy(c.slot(c.rank(), j), a.in, a.bytes);
+  std::memcpy(c.slot(c.rank(), j, a.bytes), a.in, a.bytes);
   c.slot_publish(j);
   if (gets_result(c, a)) {
     for (int r = 0; r < c.size(); r++)
       if (int err = c.slot_wait(r, j)) return err;
-    reduce_apply3(a.op, a.type, a.out, c.slot(0, j), c.slot(1, j), a.count);
-    for (int r = 2; r < c.size(); r++) reduce_apply(a.op, a.type, a.out, c.slot(r, j), a.count);
+    reduce_apply3(a.op, a.type, a.out, c.slot(0, j, a.bytes), c.slot(1, j, a.bytes), a.count);
+    for (int r = 2; r < c.size(); r++)
+      reduce_apply(a.op, a.type, a.out, c.slot(r, j, a.bytes), a.count);
   }
   c.slot_close(j);
   return 0;

@@ -117,7 +117,9 @@ class Comm {
   // line with the data (nodeblock.h).
   int slot_open(uint64_t *j);
   uint64_t slot_next() { return ++slot_seq_; }
-  void *slot(int r, uint64_t j) { return block_->reduce_slot(r, j); }
+  // Rank r's slot data of round j; pass the byte count where every rank knows it (where it
+  // starts depends on it: nodeblock.h).
+  void *slot(int r, uint64_t j, size_t bytes = 0) { return block_->reduce_slot(r, j, bytes); }
   size_t slot_bytes() const { return block_->reduce_slot_bytes(); }
   // meta: a note for the readers (slot_meta()), published with the data.
   void slot_publish(uint64_t j, uint64_t meta = 0);

@@ -16,7 +16,7 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 size_t total_bytes(int n, const NodeBlockConfig &c) {
   const size_t fifo = round_up(Fifo::bytes_for(c.fifo_slots, c.fifo_payload), 128);
-  const size_t slot = round_up(sizeof(SlotHeader) + c.reduce_slot_bytes, 64);
+  const size_t slot = round_up(64 + c.reduce_slot_bytes, 64);  // as slot_stride()
   return 128 + n * (sizeof(RankArea) + sizeof(MsgCounter) + sizeof(Bell)) + fifo * (1 + n) +
          round_up(static_cast<size_t>(n) * kSlotRounds * slot, 128);
 }
