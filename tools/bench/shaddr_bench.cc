@@ -2,9 +2,9 @@
 // shaddr-bench: MPI collective latency, measured the way seed 000's Fig. 5 meant it, done right.
 //
 // For each collective and size: `--warmup` untimed calls, then `--iters` timed calls, each
-// preceded by MPI_Barrier (so every call starts together) and timed alone; each rank averages
-// its own times; the report gives the max over ranks (what an application waits for), the min
-// and the mean. Between calls the send buffers get new contents (iteration-dependent) and the
+// preceded by the MPI's own barrier (PMPI_Barrier, the same start line for every contender)
+// and timed alone; each rank averages its own times; the report gives the max over ranks (what
+// an application waits for), the min and the mean. Between calls the send buffers get new contents (iteration-dependent) and the
 // receive buffers are poisoned, outside the timed region, so nothing can be served from an
 // earlier result and no buffer stays cache-hot unless `--cache-hot` asks for it. `--validate`
 // checks every result against the expected values (`--corrupt-for-test` flips one received
@@ -313,7 +313,10 @@ class Bench {
     for (int i = 0; i < total; i++, call++) {
       const bool fresh = o_.churn || (o_.first_call && i == 0);
       if (active) prepare(c, bytes, call, fresh || i == 0);
-      MPI_Barrier(MPI_COMM_WORLD);
+      // The start line is the MPI's own barrier (PMPI: not the interposer's), the same for
+      // every contender: a barrier's exit is skewed (its last arriver leaves first), and a
+      // different barrier before the call would move the skew into the call's time.
+      PMPI_Barrier(MPI_COMM_WORLD);
       double t = 0;
       if (active) {
         const double t0 = now();
