@@ -115,12 +115,15 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   }
   // Copy-only backends pay a system call per read: the FIFO's two copies win far longer
   // (shaddr-tune on cma, 2 ranks: FIFO alpha 0.02 us vs 3.4 us, still ahead at 256 KiB).
-  // heap+cma too: a root buffer outside the heap costs what it costs on cma (a Bcast of a heap
-  // buffer could go direct sooner; not measured yet).
+  // heap+cma: up to just below the heap's 64 KiB (SHADDR_HEAP_MIN's default), where buffers
+  // are malloc'd in the heap and readers copy straight from its mapping: 64-256 KiB took
+  // 5-17 us against the FIFO's 33-133 and stock MPICH's 15-48 (2 ranks, interposer, chrt);
+  // a root buffer outside the heap then costs cma's read, 14.5-47 us.
   const char *be = c->backend_->name();
-  if ((!std::strcmp(be, "cma") || !std::strcmp(be, "heap+cma")) &&
-      !c->tuning_.bcast_fifo_configured)
-    c->tuning_.bcast_fifo_max = 256u << 10;
+  if (!c->tuning_.bcast_fifo_configured) {
+    if (!std::strcmp(be, "cma")) c->tuning_.bcast_fifo_max = 256u << 10;
+    if (!std::strcmp(be, "heap+cma")) c->tuning_.bcast_fifo_max = (64u << 10) - 1;
+  }
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
   c->pids_.resize(host.size);
   c->slot_closed_.assign(host.size, 0);
