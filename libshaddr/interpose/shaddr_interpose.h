@@ -50,6 +50,9 @@ enum shaddr_interpose_call {
  * @heap_transfers: reads and mappings of peers' memory served from their heap files (libshaddr's
  *                  heap layer: a pointer into a peer's heap mapped once), summed like
  *                  @lib_calls; @heap_bytes: bytes of @heap_transfers
+ * @world_nodes: the nodes MPI_COMM_WORLD spans, as the interposer found them (MPI's
+ *               MPI_COMM_TYPE_SHARED split, or SHADDR_NODES), once its state is made and usable
+ *               (its first intercepted collective); 0 before, or when it is forwarded
  */
 struct shaddr_interpose_stats {
 	uint64_t accelerated[SHADDR_IP_COUNT];
@@ -66,6 +69,7 @@ struct shaddr_interpose_stats {
 	uint64_t bytes_mapped;
 	uint64_t heap_transfers;
 	uint64_t heap_bytes;
+	uint64_t world_nodes;
 };
 
 /* 0, or -EINVAL for NULL. */

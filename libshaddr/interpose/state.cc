@@ -382,6 +382,7 @@ State *state_of(MPI_Comm comm) {
     s->seq = ++g_seq;
     g_live[s->seq] = s;
     g_stats.comms_created++;
+    if (comm == MPI_COMM_WORLD) g_stats.world_nodes = static_cast<uint64_t>(s->nnodes);
   }
   if (g_settings.verbose && s->rank == 0) {
     if (s->usable)

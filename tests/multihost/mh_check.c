@@ -133,6 +133,13 @@ int main(int argc, char **argv) {
 		rx1 = read_counter("rx_bytes");
 		tx1 = read_counter("tx_bytes");
 	}
+	/* The interposer's own count of MPI_COMM_WORLD's nodes (no SHADDR_NODES here) */
+	if (get) {
+		get(&after);
+		if ((long)after.world_nodes != hosts)
+			fail("%sthe interposer found %ld nodes in MPI_COMM_WORLD, want %ld hosts", "",
+			     (long)after.world_nodes, hosts);
+	}
 	for (int k = 0; k < reps; k++) {
 		for (size_t i = 0; i < n; i++)
 			vec[i] = (int)(i + (size_t)g_rank + (size_t)k);
