@@ -223,11 +223,14 @@ int barrier(MPI_Comm comm) {
 int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   Call c(SHADDR_IP_BCAST);
   State *s = state_of(comm);
-  TypeInfo ti = type_info(type);
-  if (!s || count <= 0 || !ti.ok || bad_root(*s, root))
+  // The cheapest test first: most small calls are forwarded on the type's size alone.
+  MPI_Count tsize = 0;
+  if (!s || count <= 0 || bad_root(*s, root) || !type_size(type, &tsize) ||
+      small(*s, c, static_cast<size_t>(count * tsize)))
     return c.forward(PMPI_Bcast(buf, count, type, root, comm));
+  TypeInfo ti = type_info(type);
+  if (!ti.ok) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
   const size_t bytes = static_cast<size_t>(count * ti.size);
-  if (small(*s, c, bytes)) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
   View v;
   if (int rc = v.init(buf, count, type, ti)) return rc;
   if (s->rank == root)

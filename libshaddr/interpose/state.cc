@@ -26,6 +26,14 @@ int g_keyval = MPI_KEYVAL_INVALID;
 uint64_t g_seq = 0;
 std::map<uint64_t, State *> g_live;  // seq -> state, for finalize
 shaddr_interpose_stats g_stats{};
+// The last communicator looked up and its state: most programs call collectives on one
+// communicator in a row, and the attribute lookup was most of a forwarded call's cost. Cleared
+// when that state is deleted (MPI_Comm_free, MPI_Comm_disconnect, MPI_Finalize), before its
+// handle can be reused.
+struct LastLookup {
+  MPI_Comm comm = MPI_COMM_NULL;
+  State *s = nullptr;
+} g_last;
 
 // The calls with a size threshold, and the collective libshaddr's selection weighs for each.
 // Gatherv, Scatterv and Alltoallv have none: not every rank knows the sizes.
@@ -190,6 +198,7 @@ void release(State *s) {
 
 int delete_cb(MPI_Comm, int, void *attr, void *) {
   auto *s = static_cast<State *>(attr);
+  if (g_last.s == s) g_last = LastLookup{};
   release(s);
   delete s;
   return MPI_SUCCESS;
@@ -365,11 +374,13 @@ bool interposer_active() {
 State *state_of(MPI_Comm comm) {
   if (!g_inited) init_globals(false);
   if (!g_inited || g_off || comm == MPI_COMM_NULL) return nullptr;
+  if (comm == g_last.comm) return g_last.s->usable ? g_last.s : nullptr;
   void *val = nullptr;
   int flag = 0;
   if (PMPI_Comm_get_attr(comm, g_keyval, &val, &flag) != MPI_SUCCESS) return nullptr;
   if (flag) {
     auto *s = static_cast<State *>(val);
+    g_last = LastLookup{comm, s};
     return s->usable ? s : nullptr;
   }
   int inter = 0;
@@ -402,6 +413,7 @@ State *state_of(MPI_Comm comm) {
     config_error_said = config_error_said || s->config_error;
   }
   PMPI_Comm_set_attr(comm, g_keyval, s);
+  g_last = LastLookup{comm, s};
   return s->usable ? s : nullptr;
 }
 

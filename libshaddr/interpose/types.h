@@ -25,6 +25,10 @@ struct TypeInfo {
   }
 };
 TypeInfo type_info(MPI_Datatype t);
+// MPI's size of @t (bytes of data per element); false if MPI cannot say (then forwarded).
+inline bool type_size(MPI_Datatype t, MPI_Count *size) {
+  return t != MPI_DATATYPE_NULL && PMPI_Type_size_x(t, size) == MPI_SUCCESS && *size >= 0;
+}
 
 // Maps a predefined MPI type / op; false when libshaddr cannot reduce it (then forwarded).
 bool map_dtype(MPI_Datatype t, shaddr_dtype *out);
