@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bootstrap.h"
+#include "select.h"
 #include "shaddr/coll.h"
 
 namespace {
@@ -64,13 +65,6 @@ size_t crossover(const Fit &a, const Fit &b, size_t lo, size_t hi) {
   if (s < static_cast<double>(lo)) return lo;
   if (s > static_cast<double>(hi)) return hi;
   return static_cast<size_t>(s);
-}
-
-// The collectives shaddr-tune times, as shaddr_coll.
-const char *coll_name(shaddr_coll k) {
-  static const char *const names[] = {"barrier", "bcast",   "reduce",    "allreduce",
-                                      "gather",  "scatter", "allgather", "alltoall"};
-  return names[k];
 }
 
 // One call of collective kind on `bytes` (the message, or one rank's block).
@@ -123,7 +117,7 @@ int measure(int ranks, shaddr_coll kind, const std::vector<std::pair<const char 
         shaddr_barrier(c);
         const double t0 = now();
         if (run_one(c, kind, bytes, i, h.size, a.get(), b.get())) {
-          std::fprintf(stderr, "shaddr-tune: %s of %zu B: %s\n", coll_name(kind), bytes,
+          std::fprintf(stderr, "shaddr-tune: %s of %zu B: %s\n", shaddr::coll_name(kind), bytes,
                        shaddr_last_error());
           return 1;
         }
@@ -161,7 +155,7 @@ std::string direct_who(const std::string &backend, size_t smallest) {
 
 std::string model_line(const std::string &who, shaddr_coll k, const Fit &f, int ranks) {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "model.%s.%s=%.3f/%.3f@%d\n", who.c_str(), coll_name(k),
+  std::snprintf(buf, sizeof(buf), "model.%s.%s=%.3f/%.3f@%d\n", who.c_str(), shaddr::coll_name(k),
                 std::max(f.alpha * 1e6, 0.0), f.beta / 1e9, ranks);
   return buf;
 }
@@ -235,7 +229,7 @@ int main(int argc, char **argv) {
     const Fit fb{t[0], 1e30};
     for (int k = SHADDR_COLL_BCAST; k < SHADDR_COLL_COUNT; k++) {
       const auto kind = static_cast<shaddr_coll>(k);
-      std::fprintf(stderr, "shaddr-tune:   %s\n", coll_name(kind));
+      std::fprintf(stderr, "shaddr-tune:   %s\n", shaddr::coll_name(kind));
       // Alltoall's slot carries all of a rank's blocks.
       std::vector<size_t> sm = small;
       if (kind == SHADDR_COLL_ALLTOALL)

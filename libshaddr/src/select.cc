@@ -108,8 +108,8 @@ Who algo_who(shaddr_algo algo, const char *backend, size_t bytes) {
 
 }  // namespace
 
-const char *who_name(Who w) {
-  return static_cast<size_t>(w) < std::size(kWhoNames) ? kWhoNames[static_cast<int>(w)] : "?";
+const char *coll_name(shaddr_coll c) {
+  return static_cast<unsigned>(c) < std::size(kCollNames) ? kCollNames[c] : "?";
 }
 
 double CostCurve::time_us(shaddr_coll coll, size_t bytes, int ranks) const {

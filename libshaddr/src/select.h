@@ -44,7 +44,8 @@ enum class Who : uint8_t {
   kCount
 };
 
-const char *who_name(Who w);
+// "bcast", "allreduce", ...: the collective's name in `model.` lines.
+const char *coll_name(shaddr_coll c);
 
 struct CostLine {
   double alpha_us;  // fixed cost
