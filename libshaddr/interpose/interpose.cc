@@ -39,12 +39,40 @@ struct Call {
 };
 
 // A call goes to PMPI_* where libshaddr's selection, asked when the communicator's state was
-// made (State::use_lib), says stock MPI is faster, or below a SHADDR_INTERPOSE_MIN_<CALL> set
+// made (State::lib_for), says stock MPI is faster, or below a SHADDR_INTERPOSE_MIN_<CALL> set
 // by the user.
 bool small(const State &s, const Call &c, size_t bytes) {
   if (bytes == 0) return true;
   if (settings().min_set[c.which]) return bytes < settings().min_bytes[c.which];
-  return !(s.use_lib[c.which] >> (63 - __builtin_clzll(bytes)) & 1);
+  return !s.lib_for(c.which, bytes);
+}
+
+// True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
+// @op. Asked on
+// every Reduce/Allreduce before the size decides, so the last answer is kept: only a
+// predefined datatype and op map (types.h), and those handles are never freed, so they cannot
+// come back naming something else (a derived type's or a user op's handle can).
+bool reducible(MPI_Datatype type, MPI_Op op, shaddr_dtype *dt, shaddr_op *sop, size_t *esize) {
+  static struct {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
+    shaddr_dtype dt{};
+    shaddr_op sop{};
+    size_t esize = 0;
+  } last;
+  if (type == MPI_DATATYPE_NULL || type != last.type || op != last.op) {
+    if (!map_dtype(type, dt) || !map_op(op, sop) || shaddr_op_supported(*sop, *dt) != 0)
+      return false;
+    last.type = type;
+    last.op = op;
+    last.dt = *dt;
+    last.sop = *sop;
+    last.esize = static_cast<size_t>(shaddr_dtype_size(*dt));
+  }
+  *dt = last.dt;
+  *sop = last.sop;
+  *esize = last.esize;
+  return true;
 }
 
 // Single node: shaddr result -> MPI result, or a note that the caller must fall back.
@@ -252,12 +280,12 @@ int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI
   State *s = state_of(comm);
   shaddr_dtype dt;
   shaddr_op sop;
+  size_t esize;
   // The datatype and op are the same on every rank (MPI requires it): so is this decision.
-  if (!s || count <= 0 || bad_root(*s, root) || !map_dtype(type, &dt) || !map_op(op, &sop) ||
-      shaddr_op_supported(sop, dt) != 0 ||
-      small(*s, c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+  if (!s || count <= 0 || bad_root(*s, root) || !reducible(type, op, &dt, &sop, &esize) ||
+      small(*s, c, static_cast<size_t>(count) * esize))
     return c.forward(PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm));
-  const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
+  const size_t bytes = static_cast<size_t>(count) * esize;
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   if (s->multi()) {
@@ -286,11 +314,11 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   State *s = state_of(comm);
   shaddr_dtype dt;
   shaddr_op sop;
-  if (!s || count <= 0 || !map_dtype(type, &dt) || !map_op(op, &sop) ||
-      shaddr_op_supported(sop, dt) != 0 ||
-      small(*s, c, static_cast<size_t>(count) * shaddr_dtype_size(dt)))
+  size_t esize;
+  if (!s || count <= 0 || !reducible(type, op, &dt, &sop, &esize) ||
+      small(*s, c, static_cast<size_t>(count) * esize))
     return c.forward(PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
-  const size_t bytes = static_cast<size_t>(count) * shaddr_dtype_size(dt);
+  const size_t bytes = static_cast<size_t>(count) * esize;
   const bool in_place = sendbuf == MPI_IN_PLACE;
   if (s->multi()) {
     bool fb = false;

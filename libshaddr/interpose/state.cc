@@ -71,53 +71,82 @@ void read_thresholds(SettingsReader &in, Settings *st) {
   }
 }
 
-// Asks shaddr_select, per size class, whether libshaddr beats this MPI (s->use_lib), then
-// agrees over s->comm: a class goes to libshaddr only where every node's answer says so (nodes
-// can differ in backend). A class counts for libshaddr when both its ends do. Calls that a
-// SHADDR_INTERPOSE_MIN* setting decides, and those without a size, keep every class.
+// Asks shaddr_select whether libshaddr beats this MPI at every size of each sized call
+// (State::use_lib, State::flip), then agrees over s->comm: every rank must have drawn the same
+// map (nodes can differ in backend); a class whose map differs on some rank goes to PMPI_*
+// whole. Calls that a SHADDR_INTERPOSE_MIN* setting decides keep every class.
 void choose_sizes(State *s) {
   for (uint64_t &bits : s->use_lib) bits = ~0ull;
+  std::memset(s->flip, 0, sizeof s->flip);
+  if (!s->sc) return;
   for (const SizedCall &d : kSizedCalls) {
-    if (g_settings.min_set[d.call] || !s->sc) continue;
+    if (g_settings.min_set[d.call]) continue;
+    // Allgatherv's measure is the bytes of all blocks; the model's, one block.
+    const size_t div = d.call == SHADDR_IP_ALLGATHERV ? static_cast<size_t>(s->size) : 1;
+    auto lib = [&](size_t bytes) {
+      const shaddr_select_query q{d.coll, std::max<size_t>(bytes / div, 1), 1, 0, kFallback};
+      shaddr_selection a{};
+      return shaddr_select(s->sc, &q, &a) == 0 && a.algo != SHADDR_ALGO_FALLBACK;
+    };
     uint64_t bits = 0;
     for (int k = 0; k < 64; k++) {
-      // Allgatherv's measure is the bytes of all blocks; the model's, one block.
-      const size_t div = d.call == SHADDR_IP_ALLGATHERV ? static_cast<size_t>(s->size) : 1;
-      bool lib = true;
-      for (const size_t bytes : {(size_t{1} << k), k == 63 ? SIZE_MAX : (size_t{2} << k) - 1}) {
-        const shaddr_select_query q{d.coll, std::max<size_t>(bytes / div, 1), 1, 0, kFallback};
-        shaddr_selection a{};
-        lib = lib && shaddr_select(s->sc, &q, &a) == 0 && a.algo != SHADDR_ALGO_FALLBACK;
+      const size_t lo = size_t{1} << k, hi = k == 63 ? SIZE_MAX : (size_t{2} << k) - 1;
+      const bool low = lib(lo);
+      if (low) bits |= uint64_t{1} << k;
+      if (lib(hi) == low) continue;
+      // The first size with the other answer (the curves cross once within a class).
+      size_t yes = lo, no = hi;  // lib(yes) == low, lib(no) != low
+      while (no - yes > 1) {
+        const size_t mid = yes + (no - yes) / 2;
+        (lib(mid) == low ? yes : no) = mid;
       }
-      if (lib) bits |= uint64_t{1} << k;
+      s->flip[d.call][k] = no;
     }
     s->use_lib[d.call] = bits;
   }
-  std::vector<uint64_t> agreed(std::size(s->use_lib));
-  PMPI_Allreduce(s->use_lib, agreed.data(), static_cast<int>(agreed.size()), MPI_UINT64_T,
-                 MPI_BAND, s->comm);
-  std::copy(agreed.begin(), agreed.end(), s->use_lib);
+  // Agreement: the maximum of each value and of its complement (its minimum) in one call.
+  constexpr int kWords = SHADDR_IP_COUNT * 65;
+  std::vector<uint64_t> v(2 * kWords), agreed(2 * kWords);
+  for (int c = 0; c < SHADDR_IP_COUNT; c++) {
+    v[c * 65] = s->use_lib[c];
+    std::copy(std::begin(s->flip[c]), std::end(s->flip[c]), v.begin() + c * 65 + 1);
+  }
+  for (int i = 0; i < kWords; i++) v[kWords + i] = ~v[i];
+  PMPI_Allreduce(v.data(), agreed.data(), 2 * kWords, MPI_UINT64_T, MPI_MAX, s->comm);
+  auto same = [&](int i) { return agreed[i] == ~agreed[kWords + i]; };
+  for (int c = 0; c < SHADDR_IP_COUNT; c++) {
+    const uint64_t lows_max = agreed[c * 65], lows_min = ~agreed[kWords + c * 65];
+    for (int k = 0; k < 64; k++) {
+      const bool agreed_class = (lows_max >> k & 1) == (lows_min >> k & 1) && same(c * 65 + 1 + k);
+      if (agreed_class) continue;
+      s->use_lib[c] &= ~(uint64_t{1} << k);
+      s->flip[c][k] = 0;
+    }
+  }
 }
 
-// "Bcast: 16K-", the size ranges a call takes libshaddr in (SHADDR_VERBOSE).
+// "BCAST 1-8K,16K-", the size ranges [from, to) a call takes libshaddr in (SHADDR_VERBOSE).
 std::string describe_sizes(const State &s) {
-  auto size_text = [](int k) {
+  auto size_text = [](size_t b) {
     static const char *const units[] = {"", "K", "M", "G", "T", "P", "E"};
-    return std::to_string(size_t{1} << (k % 10)) + units[k / 10];
+    int u = 0;
+    while (u < 6 && b % 1024 == 0 && b >= 1024) b /= 1024, u++;
+    return std::to_string(b) + units[u];
   };
   std::string out;
   for (const SizedCall &d : kSizedCalls) {
-    const uint64_t bits = s.use_lib[d.call];
+    // The sizes where the answer changes, in order: class starts and flips.
     std::string ranges;
-    for (int k = 0; k < 64;) {
-      if (!(bits >> k & 1)) {
-        k++;
-        continue;
-      }
-      int e = k;
-      while (e < 64 && (bits >> e & 1)) e++;
-      ranges += (ranges.empty() ? "" : ",") + size_text(k) + "-" + (e < 64 ? size_text(e) : "");
-      k = e;
+    bool in = false;
+    auto edge = [&](size_t at, bool lib) {
+      if (lib == in) return;
+      ranges += lib ? (ranges.empty() ? "" : ",") + size_text(at) + "-" : size_text(at);
+      in = lib;
+    };
+    for (int k = 0; k < 64; k++) {
+      const size_t lo = size_t{1} << k;
+      edge(lo, s.lib_for(d.call, lo));
+      if (s.flip[d.call][k]) edge(s.flip[d.call][k], s.lib_for(d.call, s.flip[d.call][k]));
     }
     out += std::string(out.empty() ? "" : "; ") + (d.env + sizeof("SHADDR_INTERPOSE_MIN_") - 1) +
            (g_settings.min_set[d.call] ? " (set) " : " ") + (ranges.empty() ? "none" : ranges);
@@ -402,7 +431,7 @@ State *state_of(MPI_Comm comm) {
                    s->size, s->nnodes, g_settings.nodes > 1 ? " (SHADDR_NODES)" : "",
                    s->sc ? shaddr_comm_backend(s->sc) : "-");
     if (s->usable)
-      std::fprintf(stderr, "shaddr-interpose: libshaddr for these sizes (bytes), else PMPI_*: %s\n",
+      std::fprintf(stderr, "shaddr-interpose: libshaddr for these sizes (bytes, [from-to)), else PMPI_*: %s\n",
                    describe_sizes(*s).c_str());
   }
   static bool config_error_said = false;  // unasked: once per process

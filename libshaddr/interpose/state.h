@@ -37,10 +37,20 @@ struct State {
   MPI_Comm mesh_row = MPI_COMM_NULL;  // the leaders of my row, ranked by column
   MPI_Comm mesh_col = MPI_COMM_NULL;  // the leaders of my column, ranked by row
   shaddr_comm_t *sc = nullptr;  // over `node`; nullptr when the node has one rank
-  // libshaddr's selection (shaddr_select), asked once per size class when the state is made
-  // and agreed over `comm`: bit k of use_lib[call] set means that a call of [2^k, 2^(k+1))
-  // bytes (small()'s measure) goes to libshaddr, clear that it goes to PMPI_*.
+  // libshaddr's selection (shaddr_select), asked when the state is made and agreed over
+  // `comm`, per size class [2^k, 2^(k+1)) of small()'s measure: bit k of use_lib[call] set
+  // means that the class's smallest size goes to libshaddr, clear that it goes to PMPI_*. Where
+  // the answer changes inside the class (an algorithm's limit such as the 4 KiB slots, a
+  // crossing of the two curves), flip[call][k] is the first size with the other answer; else 0.
   uint64_t use_lib[SHADDR_IP_COUNT] = {};
+  uint64_t flip[SHADDR_IP_COUNT][64] = {};
+  // The answer for a call of @bytes (> 0).
+  bool lib_for(shaddr_interpose_call c, size_t bytes) const {
+    const int k = 63 - __builtin_clzll(bytes);
+    const bool low = use_lib[c] >> k & 1;
+    const uint64_t f = flip[c][k];
+    return f && bytes >= f ? !low : low;
+  }
 
   uint64_t seq = 0;  // creation order: finalize frees in reverse
   bool freed = false;

@@ -684,8 +684,7 @@ int main(int argc, char **argv) {
 		g_expect = getenv("SHADDR_EXPECT");
 	if (getenv("SHADDR_INTERPOSE_MIN"))
 		g_min = strtoull(getenv("SHADDR_INTERPOSE_MIN"), NULL, 0);
-	/* A tuning file's cost model that makes the selection take calls from this many bytes (a
-	 * power of two: the interposer asks it per power-of-two size class) */
+	/* A tuning file's cost model that makes the selection take calls from this many bytes */
 	if (getenv("COLL_DIFF_EXPECT_MIN")) {
 		g_min = strtoull(getenv("COLL_DIFF_EXPECT_MIN"), NULL, 0);
 		g_min_per_block = 1;
