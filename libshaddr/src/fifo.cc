@@ -19,11 +19,10 @@ void wait_backoff(unsigned *spins) {
   sched_yield();
 }
 
-namespace {
-size_t stride_for(uint32_t payload) {
-  return (sizeof(std::atomic<uint64_t>) * 2 + 16 + payload + 63) / 64 * 64;
+// A slot: its header line, then the payload from the next line on.
+size_t Fifo::stride_for(uint32_t payload) {
+  return sizeof(Slot) + (static_cast<size_t>(payload) + 63) / 64 * 64;
 }
-}  // namespace
 
 size_t Fifo::bytes_for(uint32_t nslots, uint32_t slot_payload) {
   return sizeof(Header) + static_cast<size_t>(nslots) * stride_for(slot_payload);

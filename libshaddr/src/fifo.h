@@ -72,6 +72,7 @@ class Fifo {
     uint32_t stream;
     int32_t writer;
   };
+  static size_t stride_for(uint32_t payload);
   Slot *slot(uint64_t t) const;
   void advance_head();
   int reserve(bool wait, uint64_t *t);

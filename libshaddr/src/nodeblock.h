@@ -62,7 +62,9 @@ constexpr size_t kSlotInlineMax = 1024;
 
 struct NodeBlockConfig {
   uint32_t fifo_slots = 64;
-  uint32_t fifo_payload = 8192 - 64;  // a slot is 8 KiB
+  // A slot carries 8 KiB (with its header line, 8 KiB + 64 B): with 8 KiB - 64 a Bcast of 8 KiB
+  // took two messages, its last 64 bytes a second round of FIFO handshakes.
+  uint32_t fifo_payload = 8192;
   uint32_t reduce_slot_bytes = 4096;  // seed 004 slot data, per rank and round in flight
   WaitPolicy wait;                    // how waits on this block's flags and FIFOs wait
 };
