@@ -9,7 +9,8 @@
 //    messages that fit a slot.
 //  - FIFO (seed 000 §IV.B): the root pushes the message through the node's Bcast FIFO in
 //    slot-sized pieces, each read by the n-1 others. Two copies, but no closing barrier and no
-//    mapping: the choice for small messages, and for the shm backend at every size.
+//    mapping: the choice for small messages, and for the shm backend at every size (but under
+//    the heap layer, where a root's buffer in its heap is read in place: bcast_fifo_always).
 //  - message counter (seed 000 §IV.C, §V.A): the root exposes its buffer and publishes
 //    {base, bytes ready}; every other rank copies straight from the root's buffer, chunk by
 //    chunk (seed 001's cache-sized segments) as the counter advances. One copy per reader. A
@@ -26,12 +27,18 @@ namespace shaddr {
 
 // Which algorithm a Bcast of `bytes` takes (coll_rules.h).
 bool bcast_slot_fits(size_t bytes, const Tuning &t) { return bytes <= t.slot_max; }
-bool bcast_fifo_wins(size_t bytes, bool backend_stages, const Tuning &t) {
-  return backend_stages || bytes <= t.bcast_fifo_max;
+bool bcast_fifo_wins(size_t bytes, bool fifo_always, const Tuning &t) {
+  return fifo_always || bytes <= t.bcast_fifo_max;
 }
 
-bool bcast_streams_win(int nranks, size_t bytes, bool segmented, const Tuning &t) {
-  return !segmented && nranks > 2 && bytes >= t.bcast_streams_min && t.bcast_streams > 1;
+bool bcast_streams_win(int nranks, size_t bytes, bool segmented, bool backend_stages,
+                       const Tuning &t) {
+  return !segmented && !backend_stages && nranks > 2 && bytes >= t.bcast_streams_min &&
+         t.bcast_streams > 1;
+}
+
+bool bcast_fifo_always(bool backend_stages, bool heap_layer, bool segmented) {
+  return backend_stages && (segmented || !heap_layer);
 }
 
 namespace {
@@ -220,10 +227,12 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
     return c.account(slot_bcast(c, static_cast<char *>(buf), bytes, root, segment, ready, ctx));
   const uint64_t s = c.begin();
   int err;
-  if (bcast_fifo_wins(bytes, c.backend().stages(), c.tuning())) {
+  const Backend &be = c.backend();
+  const bool fifo_always = bcast_fifo_always(be.stages(), be.heap_stats() != nullptr, segmented);
+  if (bcast_fifo_wins(bytes, fifo_always, c.tuning())) {
     c.mark_small_path();
     err = fifo_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
-  } else if (bcast_streams_win(c.size(), bytes, segmented, c.tuning())) {
+  } else if (bcast_streams_win(c.size(), bytes, segmented, be.stages(), c.tuning())) {
     const int streams = std::min(c.size() - 1, c.tuning().bcast_streams);
     err = multistream_bcast(c, s, static_cast<char *>(buf), bytes, root, streams);
     if (err) fail(err, "shaddr_bcast");

@@ -13,11 +13,18 @@ struct Tuning;
 
 // coll_bcast.cc. A Bcast of `bytes` goes through the root's slot (checked first) ...
 bool bcast_slot_fits(size_t bytes, const Tuning &t);
-// ... else through the Bcast FIFO (a staging backend such as shm: at every size) ...
-bool bcast_fifo_wins(size_t bytes, bool backend_stages, const Tuning &t);
+// ... else through the Bcast FIFO (`fifo_always`: at every size) ...
+bool bcast_fifo_wins(size_t bytes, bool fifo_always, const Tuning &t);
 // ... else straight from the root's buffer, in streams relayed by non-roots when this holds
-// (a segmented Bcast, whose root's data arrives piece by piece, streams nothing).
-bool bcast_streams_win(int nranks, size_t bytes, bool segmented, const Tuning &t);
+// (a segmented Bcast, whose root's data arrives piece by piece, streams nothing; nor does a
+// staging backend, whose exposure must be the final data, which a relay's is not yet).
+bool bcast_streams_win(int nranks, size_t bytes, bool segmented, bool backend_stages,
+                       const Tuning &t);
+// `fifo_always` for a Bcast on a backend: a staging backend (shm) takes the FIFO at every size,
+// which copies as it goes where an exposure would first copy the whole message, except under
+// the heap layer and not segmented: a root's buffer in its heap is then read where it is (one
+// copy), and one outside it is staged whole (as the FIFO, two copies).
+bool bcast_fifo_always(bool backend_stages, bool heap_layer, bool segmented);
 
 // coll_reduce.cc. Reduce/Allreduce of `bytes` per rank goes through the control block's slots.
 bool reduce_slots_fit(size_t bytes, const Tuning &t);

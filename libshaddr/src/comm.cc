@@ -120,9 +120,12 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   // 5-17 us against the FIFO's 33-133 and stock MPICH's 15-48 (2 ranks, interposer, chrt);
   // a root buffer outside the heap then costs cma's read, 14.5-47 us.
   const char *be = c->backend_->name();
+  // heap+shm: the same, where the FIFO would otherwise take every size (bcast_fifo_always); a
+  // root buffer outside the heap is then staged whole before the readers copy it.
   if (!c->tuning_.bcast_fifo_configured) {
     if (!std::strcmp(be, "cma")) c->tuning_.bcast_fifo_max = 256u << 10;
-    if (!std::strcmp(be, "heap+cma")) c->tuning_.bcast_fifo_max = (64u << 10) - 1;
+    if (!std::strcmp(be, "heap+cma") || !std::strcmp(be, "heap+shm"))
+      c->tuning_.bcast_fifo_max = (64u << 10) - 1;
   }
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
   c->pids_.resize(host.size);

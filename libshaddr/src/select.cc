@@ -226,8 +226,10 @@ shaddr_algo choose_algorithm(const Comm &c, shaddr_coll coll, size_t bytes,
   switch (coll) {
     case SHADDR_COLL_BCAST:
       if (bcast_slot_fits(bytes, t)) return SHADDR_ALGO_SLOTS;
-      if (bcast_fifo_wins(bytes, be.stages(), t)) return SHADDR_ALGO_FIFO;
-      if (bcast_streams_win(n, bytes, bcast_segmented, t)) return SHADDR_ALGO_STREAMS;
+      if (bcast_fifo_wins(
+              bytes, bcast_fifo_always(be.stages(), be.heap_stats() != nullptr, bcast_segmented), t))
+        return SHADDR_ALGO_FIFO;
+      if (bcast_streams_win(n, bytes, bcast_segmented, be.stages(), t)) return SHADDR_ALGO_STREAMS;
       return SHADDR_ALGO_DIRECT;
     case SHADDR_COLL_REDUCE:
       if (reduce_slots_fit(bytes, t)) return SHADDR_ALGO_SLOTS;

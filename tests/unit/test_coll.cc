@@ -817,6 +817,44 @@ TEST_P(Coll, HeapTransfersHappen) {
             0);
 }
 
+// A Bcast of 1 MiB under the heap layer reads the root's buffer where it is, on a staging inner
+// backend (shm) too, whose Bcast takes the FIFO at every size without the heap; and a root
+// buffer outside the heap (mmap) still arrives, staged (shm) or read (cma).
+TEST_P(Coll, HeapBcastReadsTheRootsBufferInPlace) {
+  if (GetParam().rfind("heap+", 0) != 0) GTEST_SKIP() << "not a heap backend";
+  EXPECT_EQ(on_ranks(3, GetParam(), [&](shaddr_comm_t *c, int rank, int) {
+              const size_t bytes = 1 << 20;
+              const int root = 1;
+              std::vector<unsigned char> heap_buf(bytes);  // malloc'd: in the heap
+              void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                             -1, 0);
+              REQUIRE(m != MAP_FAILED, 1, "mmap");
+              auto *outside = static_cast<unsigned char *>(m);
+              shaddr_comm_stats before{}, after{};
+              const HeapStats *hs = from_handle(c)->backend().heap_stats();
+              REQUIRE(hs, 2, "no heap layer");
+              const uint64_t heap_bytes = hs->bytes;
+              REQUIRE(shaddr_comm_get_stats(c, &before) == 0, 3, "stats");
+              for (unsigned char *buf : {heap_buf.data(), outside}) {
+                if (rank == root) fill(buf, bytes, root, 91);
+                else std::memset(buf, 0, bytes);
+                REQUIRE(shaddr_bcast(c, buf, bytes, root) == 0, 4, "bcast");
+                size_t bad;
+                REQUIRE(check(buf, bytes, root, 91, &bad), 5, "byte %zu", bad);
+              }
+              REQUIRE(shaddr_comm_get_stats(c, &after) == 0, 6, "stats");
+              REQUIRE(after.fifo_calls == before.fifo_calls, 7, "%llu Bcasts took the FIFO",
+                      (unsigned long long)(after.fifo_calls - before.fifo_calls));
+              // The heap buffer's bytes came from the root's heap (and the mmap'd one's not).
+              if (rank != root)
+                REQUIRE(hs->bytes - heap_bytes == bytes, 8, "heap bytes %llu",
+                        (unsigned long long)(hs->bytes - heap_bytes));
+              munmap(m, bytes);
+              return 0;
+            }),
+            0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Via, Coll, ::testing::ValuesIn(test_backends()), [](const auto &info) {
   std::string name = info.param;  // test names are letters, digits and '_'
   for (char &ch : name)
