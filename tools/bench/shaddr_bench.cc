@@ -2,7 +2,8 @@
 // shaddr-bench: MPI collective latency, measured the way seed 000's Fig. 5 meant it, done right.
 //
 // For each collective and size: `--warmup` untimed calls, then `--iters` timed calls, each
-// preceded by the MPI's own barrier (PMPI_Barrier, the same start line for every contender)
+// preceded by a dissemination barrier of empty PMPI_Sendrecv messages (the same start line
+// for every contender; see start_line())
 // and timed alone; each rank averages its own times; the report gives the max over ranks (what
 // an application waits for), the min and the mean. Between calls the send buffers get new contents (iteration-dependent) and the
 // receive buffers are poisoned, outside the timed region, so nothing can be served from an
@@ -299,6 +300,20 @@ class Bench {
   Bench(const Options &o, int rank, int size)
       : o_(o), rank_(rank), n_(size), probe_(o.churn && rank == 0) {}
 
+  // The start line before every call, the same for every contender: a dissemination barrier of
+  // empty point-to-point messages (PMPI), whose ranks leave within one message's latency of
+  // each other. Not MPI_Barrier: the interposer takes it to libshaddr, and even PMPI_Barrier
+  // differs between contenders (MPICH's runs a Bcast of one byte on the node, which the
+  // patched MPICH gives to libshaddr's slots); a barrier's exit is skewed (the leader of a
+  // Bcast-based one leaves first), and a different skew before the call moved into its time:
+  // the patched MPICH's 8 KiB Bcast measured 1.65 us on the selection's default and 1.04 with
+  // every call below 1 GB forced to release_gather, where both ran release_gather.
+  void start_line() const {
+    for (int k = 1; k < n_; k <<= 1)
+      PMPI_Sendrecv(nullptr, 0, MPI_BYTE, (rank_ + k) % n_, kStartTag, nullptr, 0, MPI_BYTE,
+                    (rank_ - k + n_) % n_, kStartTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+
   Result run(Coll c, size_t bytes) {
     Result r{c, bytes, iters_for(o_, bytes), 0};
     r.warmup = o_.warmup >= 0 ? o_.warmup : std::max(2, r.iters / 10);
@@ -313,10 +328,7 @@ class Bench {
     for (int i = 0; i < total; i++, call++) {
       const bool fresh = o_.churn || (o_.first_call && i == 0);
       if (active) prepare(c, bytes, call, fresh || i == 0);
-      // The start line is the MPI's own barrier (PMPI: not the interposer's), the same for
-      // every contender: a barrier's exit is skewed (its last arriver leaves first), and a
-      // different barrier before the call would move the skew into the call's time.
-      PMPI_Barrier(MPI_COMM_WORLD);
+      start_line();
       double t = 0;
       if (active) {
         const double t0 = now();
@@ -359,6 +371,7 @@ class Bench {
 
  private:
   static constexpr int kRoot = 0;
+  static constexpr int kStartTag = 0x5ad;  // start_line()'s messages
 
   // Max over ranks of what each rank saw; the module's counters come from rank 0 alone.
   void aggregate_mappings(const MappingProbe::Sample &most, Result &r) {
