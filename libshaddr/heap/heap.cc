@@ -15,7 +15,9 @@
 #include "heap.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <jemalloc/jemalloc.h>  // extent_hooks_t, MALLOCX_* (its public names are renamed)
 #include <pthread.h>
 #include <sched.h>
@@ -448,14 +450,45 @@ void fork_child() {
 
 // ---- start ------------------------------------------------------------------------------
 
+#ifndef HEAP_UNDER_SANITIZER
+// The malloc that a call through the program's own PLT reaches: the first object after the
+// executable, in the global lookup order (the link map's: preloads, then dependencies), that
+// defines it; nullptr if none can be told.
+void *first_malloc_after_program() {
+  void *self = dlopen(nullptr, RTLD_LAZY | RTLD_NOLOAD);
+  struct link_map *lm = nullptr;
+  if (!self || dlinfo(self, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return nullptr;
+  void *found = nullptr;
+  for (lm = lm->l_next; lm && !found; lm = lm->l_next) {
+    if (!lm->l_name || !*lm->l_name) continue;  // the vDSO
+    void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) continue;
+    void *s = dlsym(h, "malloc");  // this object's, or one of its dependencies'
+    Dl_info di{};
+    if (s && dladdr(s, &di) && di.dli_fname && !std::strcmp(di.dli_fname, lm->l_name)) found = s;
+    dlclose(h);
+  }
+  dlclose(self);
+  return found;
+}
+#endif
+
 bool program_uses_our_malloc() {
 #ifdef HEAP_UNDER_SANITIZER
   return false;
 #else
   void *m = dlsym(RTLD_DEFAULT, "malloc");
   if (m == reinterpret_cast<void *>(&shaddr_heap_malloc)) return true;
+  // A program built without -fPIE that takes malloc's address (Debian's python3) has a
+  // "canonical PLT entry": its symbol table lists malloc undefined but at its PLT stub's
+  // address, which dlsym answers. Calls through the stub reach the malloc of the lookup order.
   Dl_info di{};
-  const char *where = m && dladdr(m, &di) && di.dli_fname && *di.dli_fname ? di.dli_fname : "the program";
+  void *sym_entry = nullptr;  // dladdr1 stores a const ElfW(Sym) * there
+  if (m && dladdr1(m, &di, &sym_entry, RTLD_DL_SYMENT) && sym_entry &&
+      static_cast<const ElfW(Sym) *>(sym_entry)->st_shndx == SHN_UNDEF &&
+      first_malloc_after_program() == reinterpret_cast<void *>(&shaddr_heap_malloc))
+    return true;
+  const char *where = m && di.dli_fname && *di.dli_fname ? di.dli_fname : "the program";
   const char *slash = std::strrchr(where, '/');
   if (!std::strncmp(slash ? slash + 1 : where, "libc.so", 7))
     set_reason("off: glibc's malloc comes before libshaddr-heap's in the symbol lookup order: "

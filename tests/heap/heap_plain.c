@@ -1,6 +1,8 @@
 /* A program that knows nothing of shaddr: run under LD_PRELOAD=libshaddr-heap.so, its large
  * malloc must land in the memfd heap (in_heap=1); without it, not. A program that brings its
- * own allocator is the same program built with -DOWN_MALLOC: then the heap must step aside. */
+ * own allocator is the same program built with -DOWN_MALLOC: then the heap must step aside.
+ * Built with -DTAKE_MALLOC_ADDRESS and without -fPIE (as Debian's python3 is), it allocates
+ * through malloc's address: the executable then holds malloc's canonical PLT entry. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -39,8 +41,17 @@ static int in_memfd_heap(const void *p) {
   return found;
 }
 
+#ifdef TAKE_MALLOC_ADDRESS
+static void *(*volatile alloc)(size_t);
+#else
+#define alloc malloc
+#endif
+
 int main(void) {
-  char *p = malloc(1 << 20);
+#ifdef TAKE_MALLOC_ADDRESS
+  alloc = malloc;  /* in code: the address comes from the executable's own PLT entry */
+#endif
+  char *p = alloc(1 << 20);
   if (!p) return 2;
   memset(p, 7, 1 << 20);
   printf("in_heap=%d\n", in_memfd_heap(p));
