@@ -114,6 +114,7 @@ class NodeBlock {
   Bell *bells_ = nullptr;
   std::unique_ptr<Fifo> bcast_;
   std::vector<std::unique_ptr<Fifo>> p2p_;
+  char *bcast_end_ = nullptr;  // the end of the rank areas and the Bcast FIFO
   char *reduce_ = nullptr;
 };
 
