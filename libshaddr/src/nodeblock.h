@@ -86,7 +86,11 @@ class NodeBlock {
   // Rank r's doorbell: r rings it after changing its RankArea or MsgCounter (wait.h).
   Bell &bell(int r) { return bells_[r]; }
   const WaitPolicy &wait_policy() const { return cfg_.wait; }
-  Fifo &bcast() { return *bcast_; }
+  // The Bcast FIFO; its pages are mapped in this process on the first use (see populate()).
+  Fifo &bcast() {
+    if (!bcast_mapped_) map_bcast_fifo();
+    return *bcast_;
+  }
   Fifo &p2p(int receiver) { return *p2p_[receiver]; }
   size_t reduce_slot_bytes() const { return cfg_.reduce_slot_bytes; }
   // Rank r's slot for round j (16-byte aligned data after its header).
@@ -114,7 +118,9 @@ class NodeBlock {
   Bell *bells_ = nullptr;
   std::unique_ptr<Fifo> bcast_;
   std::vector<std::unique_ptr<Fifo>> p2p_;
-  char *bcast_end_ = nullptr;  // the end of the rank areas and the Bcast FIFO
+  void map_bcast_fifo();
+  char *bcast_begin_ = nullptr, *bcast_end_ = nullptr;  // the Bcast FIFO's memory
+  bool bcast_mapped_ = false;
   char *reduce_ = nullptr;
 };
 
