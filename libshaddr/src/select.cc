@@ -17,8 +17,8 @@
 namespace shaddr {
 namespace {
 
-constexpr const char *kWhoNames[] = {"fifo", "slots",   "heap",    "segment",    "window",
-                                     "cma",  "shm",     "mpich",   "openmpi",    "mpich-posix"};
+constexpr const char *kWhoNames[] = {"fifo", "slots", "heap",    "segment",     "window", "cma",
+                                     "shm",  "mpich", "openmpi", "mpich-posix", "patch"};
 static_assert(std::size(kWhoNames) == static_cast<size_t>(Who::kCount));
 
 constexpr const char *kCollNames[] = {"barrier", "bcast",     "reduce",   "allreduce",
@@ -275,6 +275,10 @@ shaddr_selection select(const Comm &c, const shaddr_select_query &q) {
   if (q.fallback == SHADDR_FALLBACK_NONE) {
     out.why = "no fallback to weigh";
     return out;
+  }
+  if (out.shaddr_us >= 0 && q.fallback == SHADDR_FALLBACK_MPICH_POSIX) {
+    const double layer = m.curve(Who::kPatch, q.coll).time_us(q.coll, q.bytes, n);
+    if (layer > 0) out.shaddr_us += layer;
   }
   out.fallback_us = m.curve(fallback_who(q.fallback), q.coll).time_us(q.coll, q.bytes, n);
   if (out.shaddr_us < 0 || out.fallback_us < 0) {

@@ -41,6 +41,10 @@ enum class Who : uint8_t {
   kMpich,
   kOpenmpi,
   kMpichPosix,
+  // Not an algorithm: what the patched MPICH's own layers add around a libshaddr call (its
+  // curves are measured through the interposer, release_gather's through the patched MPICH).
+  // Added to libshaddr's side when the fallback is mpich-posix.
+  kPatch,
   kCount
 };
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -132,6 +133,26 @@ TEST(Select, WeighsLibshaddrAgainstTheFallback) {
               if (none.algo != SHADDR_ALGO_SLOTS || std::string(none.why).find("no model") ==
                                                         std::string::npos)
                 return 6;
+              return 0;
+            }),
+            0);
+}
+
+// The patched MPICH's layers around a libshaddr call (`patch` lines) count against libshaddr
+// where the fallback is its release_gather (mpich-posix), and only there.
+TEST(Select, ThePatchedMpichsLayersCountAgainstLibshaddrThere) {
+  TuningFile tf(
+      "model.slots.reduce=0.2/1000000\n"
+      "model.mpich-posix.reduce=0.3/1000000\n"
+      "model.mpich.reduce=0.3/1000000\n"
+      "model.patch.reduce=0.2/1000000\n");
+  EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
+              auto in_patch = ask(c, SHADDR_COLL_REDUCE, 64, SHADDR_FALLBACK_MPICH_POSIX);
+              if (in_patch.algo != SHADDR_ALGO_FALLBACK) return 1;
+              if (std::abs(in_patch.shaddr_us - 0.4) > 1e-6) return 2;
+              auto interposed = ask(c, SHADDR_COLL_REDUCE, 64, SHADDR_FALLBACK_MPICH);
+              if (interposed.algo != SHADDR_ALGO_SLOTS) return 3;
+              if (std::abs(interposed.shaddr_us - 0.2) > 1e-6) return 4;
               return 0;
             }),
             0);
