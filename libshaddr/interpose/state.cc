@@ -72,15 +72,15 @@ void read_thresholds(SettingsReader &in, Settings *st) {
 }
 
 // Asks shaddr_select whether libshaddr beats this MPI at every size of each sized call
-// (State::use_lib, State::flip), then agrees over s->comm: every rank must have drawn the same
-// map (nodes can differ in backend); a class whose map differs on some rank goes to PMPI_*
-// whole. Calls that a SHADDR_INTERPOSE_MIN* setting decides keep every class.
+// (State::use_lib, State::flip), then agrees over s->comm: every rank that has a libshaddr
+// communicator must have drawn the same map (nodes can differ in backend), a class drawn
+// differently goes to PMPI_* whole, and ranks without one (a node of one rank) take the map of
+// those with one. Calls that a SHADDR_INTERPOSE_MIN* setting decides keep every class.
 void choose_sizes(State *s) {
   for (uint64_t &bits : s->use_lib) bits = ~0ull;
   std::memset(s->flip, 0, sizeof s->flip);
-  if (!s->sc) return;
   for (const SizedCall &d : kSizedCalls) {
-    if (g_settings.min_set[d.call]) continue;
+    if (g_settings.min_set[d.call] || !s->sc) continue;
     // Allgatherv's measure is the bytes of all blocks; the model's, one block.
     const size_t div = d.call == SHADDR_IP_ALLGATHERV ? static_cast<size_t>(s->size) : 1;
     auto lib = [&](size_t bytes) {
@@ -104,24 +104,35 @@ void choose_sizes(State *s) {
     }
     s->use_lib[d.call] = bits;
   }
-  // Agreement: the maximum of each value and of its complement (its minimum) in one call.
+  // Agreement, on every rank of s->comm: the maximum of each value and of its complement (so
+  // its minimum) in one call. A rank without a libshaddr communicator sends zeros in both
+  // halves, which move neither; where every rank did, each keeps its own (the same) value.
   constexpr int kWords = SHADDR_IP_COUNT * 65;
   std::vector<uint64_t> v(2 * kWords), agreed(2 * kWords);
-  for (int c = 0; c < SHADDR_IP_COUNT; c++) {
-    v[c * 65] = s->use_lib[c];
-    std::copy(std::begin(s->flip[c]), std::end(s->flip[c]), v.begin() + c * 65 + 1);
-  }
-  for (int i = 0; i < kWords; i++) v[kWords + i] = ~v[i];
-  PMPI_Allreduce(v.data(), agreed.data(), 2 * kWords, MPI_UINT64_T, MPI_MAX, s->comm);
-  auto same = [&](int i) { return agreed[i] == ~agreed[kWords + i]; };
-  for (int c = 0; c < SHADDR_IP_COUNT; c++) {
-    const uint64_t lows_max = agreed[c * 65], lows_min = ~agreed[kWords + c * 65];
-    for (int k = 0; k < 64; k++) {
-      const bool agreed_class = (lows_max >> k & 1) == (lows_min >> k & 1) && same(c * 65 + 1 + k);
-      if (agreed_class) continue;
-      s->use_lib[c] &= ~(uint64_t{1} << k);
-      s->flip[c][k] = 0;
+  if (s->sc) {
+    for (int c = 0; c < SHADDR_IP_COUNT; c++) {
+      v[c * 65] = s->use_lib[c];
+      std::copy(std::begin(s->flip[c]), std::end(s->flip[c]), v.begin() + c * 65 + 1);
     }
+    for (int i = 0; i < kWords; i++) v[kWords + i] = ~v[i];
+  }
+  PMPI_Allreduce(v.data(), agreed.data(), 2 * kWords, MPI_UINT64_T, MPI_MAX, s->comm);
+  auto range = [&](int i, uint64_t own, uint64_t *hi, uint64_t *lo) {
+    const bool nobody = agreed[i] == 0 && agreed[kWords + i] == 0;
+    *hi = nobody ? own : agreed[i];
+    *lo = nobody ? own : ~agreed[kWords + i];
+  };
+  for (int c = 0; c < SHADDR_IP_COUNT; c++) {
+    uint64_t bits_hi, bits_lo, bits = 0;
+    range(c * 65, s->use_lib[c], &bits_hi, &bits_lo);
+    for (int k = 0; k < 64; k++) {
+      uint64_t flip_hi, flip_lo;
+      range(c * 65 + 1 + k, s->flip[c][k], &flip_hi, &flip_lo);
+      const bool same = (bits_hi >> k & 1) == (bits_lo >> k & 1) && flip_hi == flip_lo;
+      bits |= same ? bits_hi & uint64_t{1} << k : 0;
+      s->flip[c][k] = same ? flip_hi : 0;
+    }
+    s->use_lib[c] = bits;
   }
 }
 
