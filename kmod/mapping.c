@@ -347,16 +347,25 @@ out_free:
  * retrying, the task that holds the exporter's lock never runs (soft lockup).
  * Where the fault may be retried, drop our lock and sleep until the
  * exporter's lock is free; else at least give up the CPU.
+ *
+ * Takes over the caller's reference on the exporter's users: the sleep
+ * holds only the mm_struct (mmgrab), so an exporter that dies meanwhile
+ * (a fork holds its lock for long) has its address space torn down, and
+ * importers' PTEs zapped, when it exits, not when we wake up.
  */
 static vm_fault_t shaddr_fault_wait(struct vm_fault *vmf, struct mm_struct *mm)
 {
 	if ((vmf->flags & FAULT_FLAG_ALLOW_RETRY) &&
 	    !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
+		mmgrab(mm);
+		mmput_async(mm);
 		release_fault_lock(vmf);	/* vmf->vma is not ours now */
 		if (!mmap_read_lock_killable(mm))
 			mmap_read_unlock(mm);
+		mmdrop(mm);
 		return VM_FAULT_RETRY;
 	}
+	mmput_async(mm);
 	cond_resched();
 	return VM_FAULT_NOPAGE;
 }
@@ -384,10 +393,8 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 	 * We hold our own mmap lock; waiting for the exporter's could deadlock
 	 * against an exporter that maps us. A busy exporter means: fault again.
 	 */
-	if (!mmap_read_trylock(mm)) {
-		ret = shaddr_fault_wait(vmf, mm);
-		goto out_put;
-	}
+	if (!mmap_read_trylock(mm))
+		return shaddr_fault_wait(vmf, mm);	/* it drops mm */
 	/* The faulting page may be faulted in (in the exporter)... */
 	n = shaddr_pin(m, mm, src, 1, 0, pages);
 	/* ...the ones after it are mapped only if already present. */
