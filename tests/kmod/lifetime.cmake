@@ -20,17 +20,12 @@ foreach(series IN LISTS SHADDR_TEST_KERNELS)
   if(series STREQUAL "debug")
     set(slowdown ${SHADDR_DEBUG_KERNEL_SLOWDOWN})
   endif()
-  add_test(NAME kmod.${series}.lifetime
-    COMMAND ${VM} -q --kernel ${series} --timeout 600
-            --results ${VM_RESULTS}/kmod-lifetime-${series}
-            --env SHADDR_TEST_SLOWDOWN=${slowdown}
-            -- $<TARGET_FILE:shaddr_kmod_lifetime_tests>)
-  set_tests_properties(kmod.${series}.lifetime PROPERTIES LABELS kmod TIMEOUT 900)
+  shaddr_kmod_vm_test(kmod.${series}.lifetime ${series} kmod 600
+    RESULTS ${VM_RESULTS}/kmod-lifetime-${series} ENV SHADDR_TEST_SLOWDOWN=${slowdown}
+    COMMAND $<TARGET_FILE:shaddr_kmod_lifetime_tests>)
 
   math(EXPR race_guest_timeout "${SHADDR_RACE_SECONDS} + 300")
-  add_test(NAME kmod.${series}.race
-    COMMAND ${VM} -q --kernel ${series} --timeout ${race_guest_timeout}
-            --results ${VM_RESULTS}/kmod-race-${series}
-            -- $<TARGET_FILE:shaddr_race_stress> ${SHADDR_RACE_SECONDS})
-  set_tests_properties(kmod.${series}.race PROPERTIES LABELS kmod TIMEOUT 900)
+  shaddr_kmod_vm_test(kmod.${series}.race ${series} kmod ${race_guest_timeout}
+    RESULTS ${VM_RESULTS}/kmod-race-${series}
+    COMMAND $<TARGET_FILE:shaddr_race_stress> ${SHADDR_RACE_SECONDS})
 endforeach()

@@ -22,8 +22,6 @@ endif()
 
 foreach(series IN LISTS SHADDR_TEST_KERNELS)
   # About a minute of TCG per kernel; the guest limit bounds a hung actor (each also has alarm()).
-  add_test(NAME kmod.${series}.creds
-    COMMAND ${VM} -q --kernel ${series} --results ${VM_RESULTS}/kmod-creds-${series}
-            --timeout 600 -- $<TARGET_FILE:shaddr_creds_tests>)
-  set_tests_properties(kmod.${series}.creds PROPERTIES LABELS kmod TIMEOUT 900)
+  shaddr_kmod_vm_test(kmod.${series}.creds ${series} kmod 600
+    RESULTS ${VM_RESULTS}/kmod-creds-${series} COMMAND $<TARGET_FILE:shaddr_creds_tests>)
 endforeach()
