@@ -26,7 +26,10 @@ bool bcast_streams_win(int nranks, size_t bytes, bool segmented, bool backend_st
 // copy), and one outside it is staged whole (as the FIFO, two copies).
 bool bcast_fifo_always(bool backend_stages, bool heap_layer, bool segmented);
 
-// coll_reduce.cc. Reduce/Allreduce of `bytes` per rank goes through the control block's slots.
+// coll_reduce.cc. SHADDR_SLOT_MAX's default on a node of `nranks`: 16 KiB / (nranks - 1), at
+// least 4 KiB (the slots' capacity is 16 KiB).
+size_t slot_max_default(int nranks);
+// Reduce/Allreduce of `bytes` per rank goes through the control block's slots.
 bool reduce_slots_fit(size_t bytes, const Tuning &t);
 // A Reduce (not Allreduce) too big for the slots: the root reads every operand itself
 // (direct) rather than the partitioned reduction. True at 2 ranks up to 128 KiB: it moves S

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <new>
 
+#include "coll_rules.h"
 #include "error.h"
 #include "settings.h"
 
@@ -66,7 +67,7 @@ int agree_model(const shaddr_host &host, CostModel *model, std::string *why) {
 
 }  // namespace
 
-Tuning Tuning::from_env() {
+Tuning Tuning::from_env(int nranks) {
   Tuning t{};
   t.l1 = cache_size(1);
   t.l2 = cache_size(2);
@@ -80,7 +81,7 @@ Tuning Tuning::from_env() {
   t.chunk = std::max<size_t>(in.size("SHADDR_CHUNK", l2 / 2), 4096);
   t.reduce_unit = std::max<size_t>(in.size("SHADDR_REDUCE_UNIT", l1 / 2), 256);
   t.bcast_fifo_max = in.size("SHADDR_BCAST_FIFO_MAX", 16u << 10);
-  t.slot_max = in.size("SHADDR_SLOT_MAX", 4096);
+  t.slot_max = in.size("SHADDR_SLOT_MAX", slot_max_default(nranks));
   t.bcast_streams = static_cast<int>(in.size("SHADDR_BCAST_STREAMS", 4));
   t.bcast_streams_min = in.size("SHADDR_BCAST_STREAMS_MIN", 8u << 20);
   t.allgather_ring = in.choice("SHADDR_ALLGATHER_RING", 2);  // "0 1 auto"
@@ -103,7 +104,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   if (int err = agree_settings(SettingLayer::kLibrary, host.rank, host.size, host.allgather,
                                host.ctx, why))
     return err;
-  c->tuning_ = Tuning::from_env();
+  c->tuning_ = Tuning::from_env(host.size);
   if (int err = agree_model(host, &c->model_, why)) return err;
   NodeBlockConfig cfg;
   if (c->tuning_.slot_max > cfg.reduce_slot_bytes) c->tuning_.slot_max = cfg.reduce_slot_bytes;

@@ -46,7 +46,8 @@ struct Tuning {
   uint64_t fail_inject;        // SHADDR_FAIL_INJECT: the n-th fallible step fails (0: off)
   int fail_inject_rank;        // SHADDR_FAIL_INJECT_RANK: only on this rank (-1: every rank)
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)
-  static Tuning from_env();
+  // The settings of a communicator of `nranks` ranks (some defaults depend on it).
+  static Tuning from_env(int nranks);
 };
 
 class Comm {

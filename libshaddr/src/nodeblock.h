@@ -65,7 +65,7 @@ struct NodeBlockConfig {
   // A slot carries 8 KiB (with its header line, 8 KiB + 64 B): with 8 KiB - 64 a Bcast of 8 KiB
   // took two messages, its last 64 bytes a second round of FIFO handshakes.
   uint32_t fifo_payload = 8192;
-  uint32_t reduce_slot_bytes = 4096;  // seed 004 slot data, per rank and round in flight
+  uint32_t reduce_slot_bytes = 16384;  // seed 004 slot data, per rank and round in flight
   WaitPolicy wait;                    // how waits on this block's flags and FIFOs wait
 };
 

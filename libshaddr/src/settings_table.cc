@@ -69,7 +69,8 @@ constexpr SettingDef kSettings[] = {
           "`1`: Allgather(v) above the slot size always goes round the ring (not on `shm`, "
           "whose exposures are copies); `0`: never; `auto`: where the backend cannot map every "
           "peer at once (`window`: more than max_slots + 1 ranks)"),
-    typed("SHADDR_SLOT_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, 4 * kKi, "", "`4096`",
+    typed("SHADDR_SLOT_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, 16 * kKi, "",
+          "`16384` / (n − 1) on n ranks, at least `4096`",
           "Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose per-rank data is "
           "at most this many bytes, and Allgatherv whose every block is at most 8 bytes less, "
           "go through the seed-004 slots in the control block (no closing barrier)"),

@@ -68,9 +68,13 @@ std::string heap_missing() {
   return st.on ? "" : st.reason;
 }
 
-// Extra sizes for backends whose mappings are slot-sized (window: 16 MiB default slot).
-std::vector<size_t> sizes() {
+// The sizes at node size n: kSizes, the last size through the control block's slots there and
+// the first past them (SHADDR_SLOT_MAX's default depends on n), and extra sizes for backends
+// whose mappings are slot-sized (window: 16 MiB default slot).
+std::vector<size_t> sizes(int n) {
   std::vector<size_t> v(std::begin(kSizes), std::end(kSizes));
+  for (size_t s : {slot_max_default(n), slot_max_default(n) + 1})
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
   if (const char *big = std::getenv("SHADDR_TEST_BIG_SIZES")) {
     std::istringstream in(big);
     for (size_t s; in >> s;) v.push_back(s);
@@ -224,7 +228,7 @@ TEST_P(Coll, PeerThatExitedAfterItsPartIsNotDead) {
 TEST_P(Coll, Bcast) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
-                for (size_t bytes : sizes())
+                for (size_t bytes : sizes(size))
                   for (int root = 0; root < size; root++) {
                     std::vector<unsigned char> buf(bytes + 1);
                     unsigned char *p = buf.data() + 1;  // unaligned
@@ -416,7 +420,7 @@ TEST_P(Coll, AllreduceEveryOpAndType) {
 TEST_P(Coll, ReduceAndAllreduceSizesRootsInPlace) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
-                for (size_t bytes : sizes()) {
+                for (size_t bytes : sizes(size)) {
                   const size_t count = bytes / 8;
                   for (bool in_place : {false, true}) {
                     if (int e = reduce_case(c, rank, size, SHADDR_OP_SUM, SHADDR_DOUBLE, count, 0, in_place, true)) return e;
@@ -437,8 +441,8 @@ TEST_P(Coll, ReduceAndAllreduceSizesRootsInPlace) {
 // units, larger than a slot and than the Bcast FIFO's slots, up to the largest that goes direct;
 // with the operands at an odd offset from a page.
 TEST_P(Coll, ReduceDirectEveryTypeSizeRootInPlace) {
-  Tuning t = Tuning::from_env();
-  t.slot_max = std::min<size_t>(t.slot_max, 4096);  // as Comm::create clamps it
+  Tuning t = Tuning::from_env(2);
+  t.slot_max = std::min<size_t>(t.slot_max, 16384);  // as Comm::create clamps it
   const size_t unit = t.reduce_unit;
   EXPECT_EQ(on_ranks(2, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
               const shaddr_op ops[] = {SHADDR_OP_SUM, SHADDR_OP_BXOR, SHADDR_OP_LAND,
@@ -553,7 +557,7 @@ struct VLayout {
 TEST_P(Coll, GatherScatter) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
-                for (size_t bytes : sizes())
+                for (size_t bytes : sizes(size))
                   for (int root = 0; root < size; root++) {
                     const uint64_t salt = bytes + root * 7;
                     size_t bad;
@@ -609,7 +613,7 @@ TEST_P(Coll, AllgatherAlltoall) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
                 size_t bad;
-                for (size_t bytes : sizes()) {
+                for (size_t bytes : sizes(size)) {
                   const uint64_t salt = bytes * 3;
                   if (int e = allgather_both_ways(c, rank, size, bytes, salt)) return e;
                   // Alltoall: block p of rank r carries salt (r, p).
@@ -765,7 +769,7 @@ TEST_P(Coll, AllgathervRing) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
                 size_t bad;
-                for (size_t bytes : sizes())
+                for (size_t bytes : sizes(size))
                   if (int e = allgather_both_ways(c, rank, size, bytes, bytes * 7 + 1)) return e;
                 for (size_t base : {size_t(4096), size_t(100000), size_t(1) << 20}) {
                   for (bool ip : {false, true}) {
@@ -934,18 +938,21 @@ TEST(CollTuning, FileAndEnvironment) {
   ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   close(fd);
   setenv("SHADDR_TUNING_FILE", path, 1);
-  Tuning t = Tuning::from_env();
+  Tuning t = Tuning::from_env(2);
   EXPECT_EQ(t.chunk, 12345u);
   EXPECT_EQ(t.slot_max, 100u);
   setenv("SHADDR_CHUNK", "64k", 1);
-  t = Tuning::from_env();
+  t = Tuning::from_env(2);
   EXPECT_EQ(t.chunk, 65536u);
   unsetenv("SHADDR_CHUNK");
   unsetenv("SHADDR_TUNING_FILE");
   unlink(path);
-  t = Tuning::from_env();
+  t = Tuning::from_env(2);
   EXPECT_GE(t.chunk, 4096u);
-  EXPECT_EQ(t.slot_max, 4096u);
+  EXPECT_EQ(t.slot_max, 16384u);  // the default: 16 KiB / (n - 1), at least 4 KiB
+  EXPECT_EQ(Tuning::from_env(3).slot_max, 8192u);
+  EXPECT_EQ(Tuning::from_env(5).slot_max, 4096u);
+  EXPECT_EQ(Tuning::from_env(64).slot_max, 4096u);
 }
 
 }  // namespace

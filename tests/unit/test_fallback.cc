@@ -127,7 +127,7 @@ TEST(Fallback, InjectedFailuresAreAgreedAndRestoreInPlaceInput) {
   for (const char *backend : {"cma", "shm"})
   for (int ranks : {3, 2}) {
     // The Reduce of this test must take the algorithm this sweep is meant to reach.
-    shaddr::Tuning t = shaddr::Tuning::from_env();
+    shaddr::Tuning t = shaddr::Tuning::from_env(ranks);
     ASSERT_EQ(shaddr::reduce_direct_wins(ranks, reduce_count(ranks) * sizeof(double), t),
               ranks == 2);
     int failed = 0, passed = 0;

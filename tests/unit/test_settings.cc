@@ -61,7 +61,7 @@ TEST(Settings, GarbageAndOutOfRangeAreRefusedNamingTheVariable) {
   refused("SHADDR_BCAST_STREAMS_MIN", "17179869184T");  // overflows 64 bits
   refused("SHADDR_BCAST_STREAMS", "4K");                // an integer takes no suffix
   refused("SHADDR_BCAST_STREAMS", "0");
-  refused("SHADDR_SLOT_MAX", "8192");
+  refused("SHADDR_SLOT_MAX", "16385");
 }
 
 TEST(Settings, BooleansHaveOneMeaning) {

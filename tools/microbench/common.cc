@@ -46,7 +46,7 @@ Machine describe_machine() {
   const char *set = std::getenv("SHADDR_CHUNK");
   const std::string saved = set ? set : "";
   unsetenv("SHADDR_CHUNK");
-  const shaddr::Tuning t = shaddr::Tuning::from_env();
+  const shaddr::Tuning t = shaddr::Tuning::from_env(2);
   if (set) setenv("SHADDR_CHUNK", saved.c_str(), 1);
   m.l1d = t.l1;
   m.l2 = t.l2;
