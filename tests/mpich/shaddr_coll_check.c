@@ -3,10 +3,13 @@
  * Differential check of the collectives the MPICH patch routes to libshaddr: Bcast (contiguous
  * and a strided datatype), Reduce and Allreduce (several types and ops, MPI_IN_PLACE),
  * Allgather and Alltoall (contiguous, strided, in place), Barrier, on MPI_COMM_WORLD and on a
- * split communicator, at sizes below and above every threshold. Every result is compared with what it must be; prints "No Errors" (MPICH test
- * suite convention) or the first errors, and exits non-zero on any error.
+ * split communicator, at sizes below and above every threshold; then the same arguments again
+ * and again (the patch's shortcut for calls its selection sent to the fallback), and with
+ * "threshold-at-run-time" a size threshold set through MPI_T while the program runs. Every
+ * result is compared with what it must be; prints "No Errors" (MPICH test suite convention) or
+ * the first errors, and exits non-zero on any error.
  *
- *   shaddr_coll_check [max_bytes] [iterations]
+ *   shaddr_coll_check [max_bytes] [iterations] [threshold-at-run-time]
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -47,6 +50,27 @@ static void check_bcast(MPI_Comm comm, size_t bytes, int root, int seed)
 		if (buf[i] != pattern(i, seed)) {
 			CHECK(0, "bcast %zu B root %d: byte %zu is %u, expected %u", bytes, root, i,
 			      buf[i], pattern(i, seed));
+			break;
+		}
+	free(buf);
+}
+
+/* A bcast of @bytes as @count elements of @type on this rank (MPI lets the ranks' datatypes
+ * differ as long as the bytes agree). */
+static void bcast_as(MPI_Comm comm, size_t bytes, MPI_Datatype type, int root, int seed)
+{
+	int rank, type_size;
+	unsigned char *buf = malloc(bytes + 1);
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Type_size(type, &type_size);
+	for (size_t i = 0; i < bytes; i++)
+		buf[i] = rank == root ? pattern(i, seed) : 0xee;
+	MPI_Bcast(buf, (int)(bytes / (size_t)type_size), type, root, comm);
+	for (size_t i = 0; i < bytes; i++)
+		if (buf[i] != pattern(i, seed)) {
+			CHECK(0, "bcast %zu B root %d as %d-byte elements: byte %zu is %u, expected %u",
+			      bytes, root, type_size, i, buf[i], pattern(i, seed));
 			break;
 		}
 	free(buf);
@@ -272,6 +296,64 @@ static void check_alltoall(MPI_Comm comm, int count, int seed)
 	free(recv);
 }
 
+/*
+ * The patch remembers, per node communicator and collective, the arguments of the last call
+ * that libshaddr's selection sent to the fallback, and sends the same arguments there again
+ * without asking (mpich_patch/0007). Repeat arguments below and above the selection's
+ * crossover while the root, MPI_IN_PLACE and (for bcast) each rank's datatype change under the
+ * same count.
+ */
+static void check_repeated_arguments(MPI_Comm comm)
+{
+	static const size_t sizes[] = {8, 24, 4104, 8, 8, 65544, 24, 8};
+	int rank, size;
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	for (int it = 0; it < 24; it++) {
+		size_t bytes = sizes[it % 8];
+		int root = it % size;
+
+		bcast_as(comm, bytes, rank % 2 ? MPI_INT : MPI_BYTE, root, it);
+		bcast_as(comm, bytes, (rank + it) % 2 ? MPI_DOUBLE : MPI_BYTE, root, it + 1);
+		check_reduce(comm, (int)(bytes / 8), root, it % 3 == 0, it);
+		check_allreduce_int(comm, (int)(bytes / 4), it % 2, it);
+		check_allgather(comm, (int)(bytes / 4), it);
+		check_alltoall(comm, (int)(bytes / 4), it);
+	}
+}
+
+/*
+ * MPI_T may set MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN while the program runs: from then on
+ * the threshold decides on every rank, also for arguments that the selection had sent to
+ * release_gather before. Only the even ranks repeat such arguments (the odd ones change their
+ * datatype), so a shortcut that ignored the new threshold would send the ranks down different
+ * paths: wrong data or a hang. Run where the selection sends 8 B to release_gather.
+ */
+static void check_threshold_set_at_run_time(MPI_Comm comm)
+{
+	const char *name = "MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN";
+	int provided, idx, count, old, zero = 0, rank;
+	MPI_T_cvar_handle handle;
+
+	MPI_Comm_rank(comm, &rank);
+	MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+	if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS ||
+	    MPI_T_cvar_handle_alloc(idx, NULL, &handle, &count) != MPI_SUCCESS) {
+		CHECK(0, "MPI_T cannot reach %s", name);
+		return;
+	}
+	MPI_T_cvar_read(handle, &old);
+	for (int i = 0; i < 7; i++)
+		bcast_as(comm, 8, rank % 2 ? MPI_DOUBLE : MPI_BYTE, 0, i);
+	CHECK(MPI_T_cvar_write(handle, &zero) == MPI_SUCCESS, "MPI_T cannot write %s", name);
+	for (int i = 0; i < 3; i++)
+		bcast_as(comm, 8, rank % 2 ? MPI_INT : MPI_BYTE, 0, i + 7);
+	MPI_T_cvar_write(handle, &old);
+	MPI_T_cvar_handle_free(&handle);
+	MPI_Barrier(comm);
+}
+
 static void run(MPI_Comm comm, size_t max_bytes, int iterations)
 {
 	static const size_t sizes[] = {1, 8, 1000, 4096, 16384, 65536, 262144, 1048576, 4194304,
@@ -304,18 +386,22 @@ static void run(MPI_Comm comm, size_t max_bytes, int iterations)
 			MPI_Barrier(comm);
 		}
 	}
+	check_repeated_arguments(comm);
 }
 
 int main(int argc, char **argv)
 {
 	size_t max_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : 16777216;
 	int iterations = argc > 2 ? atoi(argv[2]) : 7; /* past MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD */
+	int threshold_at_run_time = argc > 3 && strcmp(argv[3], "threshold-at-run-time") == 0;
 	int total, rank;
 	MPI_Comm half;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 	run(MPI_COMM_WORLD, max_bytes, iterations);
+	if (threshold_at_run_time)
+		check_threshold_set_at_run_time(MPI_COMM_WORLD);
 
 	/* A second communicator: odd and even ranks, reversed order. */
 	MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, -world_rank, &half);
@@ -332,5 +418,9 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	MPI_Finalize();
+	/* After MPI_Finalize: MPICH 4.0.2's MPI_T_finalize frees state that MPI still uses
+	 * (MPI_Comm_split crashed after it) */
+	if (threshold_at_run_time)
+		MPI_T_finalize();
 	return total != 0;
 }
