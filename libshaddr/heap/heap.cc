@@ -43,12 +43,16 @@ void *shaddr_je_rallocx(void *p, size_t size, int flags);
 void shaddr_je_dallocx(void *p, int flags);
 size_t shaddr_je_sallocx(const void *p, int flags);
 int shaddr_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
-// Options of this private jemalloc: no thread caches and a single automatic arena (only the
-// heap's explicit arena is ever used), extents retained and reused, dirty pages purged
-// (hole-punched) about a second after they were freed, no lazy (muzzy) stage: MADV_FREE
-// means nothing to a shared file mapping.
+// Options of this private jemalloc:
+//  - thread caches up to 64 KiB: without them every allocation of 16 KiB or more (a "large"
+//    one to jemalloc) takes the arena's extent path, about 0.4 us per malloc+free pair against
+//    0.05-0.1 us with them (glibc: 0.02-0.04). Everything this jemalloc allocates comes from the
+//    heap's arena, so a cached block is always heap memory;
+//  - a single automatic arena (only the heap's explicit arena is ever used);
+//  - extents retained and reused, dirty pages purged (hole-punched) about a second after they
+//    were freed, no lazy (muzzy) stage: MADV_FREE means nothing to a shared file mapping.
 __attribute__((visibility("hidden"))) const char *shaddr_je_malloc_conf =
-    "tcache:false,narenas:1,background_thread:false,retain:true,"
+    "tcache:true,tcache_max:65536,narenas:1,background_thread:false,retain:true,"
     "dirty_decay_ms:1000,muzzy_decay_ms:0";
 // The malloc this library defines (malloc.cc), to tell whether the program uses it.
 void *shaddr_heap_malloc(size_t size);
@@ -148,7 +152,7 @@ using detail::g_size;
 constexpr std::size_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 constexpr std::size_t kRangeAlign = 2 * MiB;   // base alignment (room for huge pages)
 constexpr std::size_t kGrowStep = 32 * MiB;    // the file and its mapping grow by this much
-constexpr std::size_t kDefaultMin = 64 * KiB;  // SHADDR_HEAP_MIN (see heap.h)
+constexpr std::size_t kDefaultMin = kDefaultMinSize;  // SHADDR_HEAP_MIN (see heap.h)
 constexpr std::size_t kDefaultMaxCap = 64 * GiB;
 constexpr std::size_t kRetainGrowCap = 128 * MiB;  // largest extent jemalloc asks for beyond a request
 
@@ -163,7 +167,7 @@ struct Heap {
   std::atomic<int> fd{-1};
   bool anonymous = false;  // a fork child that could not make a memfd: private, not shareable
   unsigned arena = 0;
-  int flags = 0;  // MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE
+  int flags = 0;  // MALLOCX_ARENA(arena)
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   std::uintptr_t bump = 0;                 // extents below this were handed to jemalloc
   std::atomic<std::uintptr_t> mapped_end{0};  // the file is mapped (and sized) up to here
@@ -555,7 +559,7 @@ bool start(const Config &c) {
     return false;
   }
   g.arena = arena;
-  g.flags = MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE;
+  g.flags = MALLOCX_ARENA(arena);
   // Bound the extra jemalloc asks for when it grows, so the last bytes of a full range stay
   // usable.
   std::size_t grow = c.max / 16;
@@ -623,7 +627,7 @@ void *engine_realloc(void *p, std::size_t size) {
   return q;
 }
 
-void engine_free(void *p) { shaddr_je_dallocx(p, MALLOCX_TCACHE_NONE); }
+void engine_free(void *p) { shaddr_je_dallocx(p, 0); }
 
 std::size_t engine_usable_size(const void *p) { return shaddr_je_sallocx(p, 0); }
 
@@ -695,6 +699,9 @@ HEAP_API std::size_t file_resident() {
 
 HEAP_API void purge() {
   if (!is_on()) return;
+  // This thread's cached blocks first, so that their pages can go too (another thread's cache
+  // is given back when that thread exits, or bit by bit as it allocates).
+  shaddr_je_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
   char name[64];
   std::snprintf(name, sizeof name, "arena.%u.purge", g.arena);
   shaddr_je_mallctl(name, nullptr, nullptr, nullptr, 0);

@@ -37,16 +37,15 @@
 // settings registry (libshaddr/src/settings_table.cc, README's table) and parsed by its grammar.
 //   SHADDR_HEAP      auto (default): malloc-family allocations >= SHADDR_HEAP_MIN and alloc();
 //                    mpi-alloc-only: only alloc(); off: nothing (no memfd, no reservation).
-//   SHADDR_HEAP_MIN  bytes, K/M/G/T suffixes. Default 64 KiB. Measured here
-//                    (shaddr_heap_bench, /tmp/sb-style loops): a heap malloc+free pair costs
-//                    0.2-0.5 us against glibc's 0.02-0.04 us (jemalloc's large path without
-//                    a thread cache takes several locks), while one in-cache copy of the
-//                    buffer, which the mapped path saves per transfer, takes 0.2 us at 16 KiB,
-//                    1.5 us at 64 KiB and 10.7 us at 256 KiB. At 64 KiB the extra cost is a
-//                    fraction of one saved copy; below it, it approaches the copy, and small
-//                    allocations (strings, containers) are most of a program's. Bcast's
-//                    mapped path starts above SHADDR_BCAST_FIFO_MAX (16 KiB): set 16K to
-//                    cover 16-64 KiB buffers too, or use MPI_Alloc_mem (always in the heap).
+//   SHADDR_HEAP_MIN  bytes, K/M/G/T suffixes. Default kDefaultMinSize (16 KiB): from there
+//                    up libshaddr's slots end (SHADDR_SLOT_MAX, 16 KiB at 2 ranks) and a
+//                    mapped transfer beats cma's system call per peer. Measured here (a loop
+//                    of malloc, touch both ends, free): with the heap's thread caches a
+//                    malloc+free pair of 16, 32 and 64 KiB costs 0.05, 0.07 and 0.10 us
+//                    against glibc's 0.02-0.04; above 64 KiB (jemalloc's extent path) 0.3-0.5
+//                    us. One in-cache copy of the buffer, which the mapped path saves per
+//                    transfer, takes 0.2 us at 16 KiB. Smaller allocations (strings,
+//                    containers) are most of a program's and stay with glibc.
 //   SHADDR_HEAP_MAX  bytes, K/M/G/T suffixes; the reservation (see above).
 //   SHADDR_VERBOSE=1 one line on stderr at load: on (and where), or off and why.
 //
@@ -83,7 +82,8 @@
 //     and copy nothing. A raw clone()/_Fork() child without CLONE_VM shares the heap with its
 //     parent until it execs. If the fork handler cannot make its pipe (no fds left), the
 //     parent does not wait for the child's copy.
-//   - A heap malloc+free pair of 64 KiB or more costs 0.2-0.5 us (no thread cache).
+//   - A heap malloc+free pair costs 0.05-0.1 us up to 64 KiB (thread caches), 0.3-0.5 us
+//     above (glibc: 0.02-0.04 us).
 //   - memfd pages are shmem: not charged against strict overcommit (vm.overcommit_memory=2),
 //     no transparent huge pages unless shmem_enabled allows them.
 //   - The private jemalloc reads MALLOC_CONF like any jemalloc.
@@ -93,6 +93,10 @@
 #include <optional>
 
 namespace shaddr::heap {
+
+// SHADDR_HEAP_MIN's default (see above). libshaddr's selection assumes it: malloc'd buffers of
+// this size and more are in the heap.
+inline constexpr std::size_t kDefaultMinSize = 16 * 1024;
 
 enum class Mode { off, automatic, mpi_alloc_only };
 
@@ -139,7 +143,9 @@ std::size_t file_size();
 std::size_t file_resident();
 
 // Returns every unused page of the heap to the system now (jemalloc's arena purge, which
-// hole-punches). Normally jemalloc's decay does this within about a second of activity.
+// hole-punches), after giving back the blocks the calling thread's cache holds (up to 64 KiB
+// each; other threads' caches go when those threads exit). Normally jemalloc's decay does
+// this within about a second of activity.
 void purge();
 
 // How libshaddr finds the heap of its process without linking libshaddr-heap (which must come

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <new>
 
+#include "../heap/heap.h"
 #include "coll_rules.h"
 #include "error.h"
 #include "settings.h"
@@ -86,6 +87,7 @@ Tuning Tuning::from_env(int nranks) {
   t.bcast_streams_min = in.size("SHADDR_BCAST_STREAMS_MIN", 8u << 20);
   t.allgather_ring = in.choice("SHADDR_ALLGATHER_RING", 2);  // "0 1 auto"
   t.bcast_fifo_configured = in.is_set("SHADDR_BCAST_FIFO_MAX");
+  t.slot_max_configured = in.is_set("SHADDR_SLOT_MAX");
   t.fail_inject = in.size("SHADDR_FAIL_INJECT", 0);
   t.fail_inject_rank =
       in.is_set("SHADDR_FAIL_INJECT_RANK")
@@ -116,18 +118,23 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   }
   // Copy-only backends pay a system call per read: the FIFO's two copies win far longer
   // (shaddr-tune on cma, 2 ranks: FIFO alpha 0.02 us vs 3.4 us, still ahead at 256 KiB).
-  // heap+cma: up to just below the heap's 64 KiB (SHADDR_HEAP_MIN's default), where buffers
-  // are malloc'd in the heap and readers copy straight from its mapping: 64-256 KiB took
-  // 5-17 us against the FIFO's 33-133 and stock MPICH's 15-48 (2 ranks, interposer, chrt);
-  // a root buffer outside the heap then costs cma's read, 14.5-47 us.
+  // heap+cma: up to just below SHADDR_HEAP_MIN's default, where buffers are malloc'd in the
+  // heap and readers copy straight from its mapping: 64-256 KiB took 5-17 us against the
+  // FIFO's 33-133 and stock MPICH's 15-48 (2 ranks, interposer, chrt); a root buffer outside
+  // the heap then costs cma's read, 14.5-47 us.
   const char *be = c->backend_->name();
   // heap+shm: the same, where the FIFO would otherwise take every size (bcast_fifo_always); a
   // root buffer outside the heap is then staged whole before the readers copy it.
+  const bool on_heap = !std::strcmp(be, "heap+cma") || !std::strcmp(be, "heap+shm");
   if (!c->tuning_.bcast_fifo_configured) {
     if (!std::strcmp(be, "cma")) c->tuning_.bcast_fifo_max = 256u << 10;
-    if (!std::strcmp(be, "heap+cma") || !std::strcmp(be, "heap+shm"))
-      c->tuning_.bcast_fifo_max = (64u << 10) - 1;
+    if (on_heap) c->tuning_.bcast_fifo_max = heap::kDefaultMinSize - 1;
   }
+  // The slots, too, stop below the heap's malloc threshold: at 16 KiB (2 ranks, interposer on
+  // MPICH, best of 3, slow cross-core state) the mapping took 2.1-3.2 us where the slots took
+  // 9.2-10.6 (Bcast, Reduce, Allreduce, Allgather).
+  if (!c->tuning_.slot_max_configured && on_heap)
+    c->tuning_.slot_max = std::min(c->tuning_.slot_max, heap::kDefaultMinSize - 1);
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
   c->pids_.resize(host.size);
   c->slot_closed_.assign(host.size, 0);

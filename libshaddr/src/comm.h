@@ -43,6 +43,7 @@ struct Tuning {
   int allgather_ring;        // SHADDR_ALLGATHER_RING: 0 never, 1 always, else (unset) when
                              // the backend cannot map every peer at once
   bool bcast_fifo_configured;  // SHADDR_BCAST_FIFO_MAX was set (else the backend's default)
+  bool slot_max_configured;    // SHADDR_SLOT_MAX was set (else the node size's and backend's)
   uint64_t fail_inject;        // SHADDR_FAIL_INJECT: the n-th fallible step fails (0: off)
   int fail_inject_rank;        // SHADDR_FAIL_INJECT_RANK: only on this rank (-1: every rank)
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "../heap/heap.h"
 #include "coll_rules.h"
 #include "comm.h"
 #include "error.h"
@@ -33,10 +34,11 @@ static_assert(sizeof(shaddr_coll) == sizeof(int) && sizeof(shaddr_fallback) == s
 
 // A heap+<inner> backend serves a peer's buffer from its heap file when the buffer is in the
 // heap, which a preloaded libshaddr-heap.so makes true of malloc'd buffers of SHADDR_HEAP_MIN
-// (64 KiB) and more. The model takes the heap's curve from that default size up and the inner
-// backend's below. A constant, not the setting: each rank reads its own SHADDR_HEAP_MIN, and
-// the answer must be the same on every rank.
-constexpr size_t kHeapModelMin = 64u << 10;
+// (16 KiB) and more. The model takes the heap's curve where the buffer peers read from is that
+// default size or more (source_bytes()) and the inner backend's below. A constant, not the
+// setting: each rank reads its own SHADDR_HEAP_MIN, and the answer must be the same on every
+// rank.
+constexpr size_t kHeapModelMin = heap::kDefaultMinSize;
 
 // --- the shipped curves ---------------------------------------------------------------------
 // Measured on the reference machine (README, "Selection": AMD EPYC, 2 cores, Debian 12), 2
@@ -63,6 +65,13 @@ bool parse_double(std::string_view s, double *out) {
 }
 
 double log2_at_least_1(int n) { return n > 2 ? std::log2(static_cast<double>(n)) : 1.0; }
+
+// The buffer a peer reads from, for a call of @bytes (one block where the collective has
+// blocks) at node size n: an Alltoall's and a Scatter's send buffer holds n blocks.
+size_t source_bytes(shaddr_coll coll, size_t bytes, int n) {
+  return coll == SHADDR_COLL_ALLTOALL || coll == SHADDR_COLL_SCATTER ? bytes * static_cast<size_t>(n)
+                                                                    : bytes;
+}
 
 // Blocks of the per-rank size a rank receives (or sends, for the roots' side) at node size n.
 double blocks(shaddr_coll coll, int n) {
@@ -265,7 +274,7 @@ shaddr_selection select(const Comm &c, const shaddr_select_query &q) {
   }
   const CostModel &m = c.model();
   const int n = c.size();
-  const Who mine = algo_who(out.algo, c.backend().name(), q.bytes);
+  const Who mine = algo_who(out.algo, c.backend().name(), source_bytes(q.coll, q.bytes, n));
   out.shaddr_us = m.curve(mine, q.coll).time_us(q.coll, q.bytes, n);
   // An in-place partitioned Allreduce first copies its input (coll.h's in-place guarantee).
   if (out.shaddr_us >= 0 && q.in_place && out.algo == SHADDR_ALGO_PARTITIONED) {

@@ -70,8 +70,9 @@ constexpr SettingDef kSettings[] = {
           "whose exposures are copies); `0`: never; `auto`: where the backend cannot map every "
           "peer at once (`window`: more than max_slots + 1 ranks)"),
     typed("SHADDR_SLOT_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, 16 * kKi, "",
-          "`16384` / (n − 1) on n ranks, at least `4096`",
-          "Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose per-rank data is "
+          "`16384` / (n − 1) on n ranks, at least `4096`; on a `heap+` backend below the "
+          "heap's `16K`",
+          "Bcast messages, Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose per-rank data is "
           "at most this many bytes, and Allgatherv whose every block is at most 8 bytes less, "
           "go through the seed-004 slots in the control block (no closing barrier)"),
     typed("SHADDR_BCAST_STREAMS", T::kInt, L::kLibrary, kEqual, kTunable, 1, 255, "", "`4`",
@@ -104,9 +105,9 @@ constexpr SettingDef kSettings[] = {
           "(no ptrace rights needed), so reads of them are single copies by pointer; "
           "`mpi-alloc-only`: `MPI_Alloc_mem` only; `off`: neither (`shaddr-run` does not "
           "preload it)"),
-    typed("SHADDR_HEAP_MIN", T::kSize, L::kLibrary, kRank, kEnvOnly, 0, kMax, "", "`64K`",
+    typed("SHADDR_HEAP_MIN", T::kSize, L::kLibrary, kRank, kEnvOnly, 0, kMax, "", "`16K`",
           "smallest malloc-family allocation that goes to the heap; smaller ones stay with "
-          "glibc (a heap malloc+free costs 0.2-0.5 us more)"),
+          "glibc (a heap malloc+free costs 0.03-0.06 us more up to 64 KiB, 0.3-0.5 us above)"),
     typed("SHADDR_HEAP_MAX", T::kSize, L::kLibrary, kRank, kEnvOnly, 2 * kMi, 64 * kTi, "",
           "RAM, at most `64G` and a quarter of `RLIMIT_AS`",
           "address space a process reserves for its heap (and maps once per node peer); "
