@@ -152,7 +152,6 @@ using detail::g_size;
 constexpr std::size_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
 constexpr std::size_t kRangeAlign = 2 * MiB;   // base alignment (room for huge pages)
 constexpr std::size_t kGrowStep = 32 * MiB;    // the file and its mapping grow by this much
-constexpr std::size_t kDefaultMin = kDefaultMinSize;  // SHADDR_HEAP_MIN (see heap.h)
 constexpr std::size_t kDefaultMaxCap = 64 * GiB;
 constexpr std::size_t kRetainGrowCap = 128 * MiB;  // largest extent jemalloc asks for beyond a request
 
@@ -197,7 +196,7 @@ std::uintptr_t align_up(std::uintptr_t v, std::size_t a) { return (v + a - 1) & 
 
 struct Config {
   Mode mode = Mode::automatic;
-  std::size_t min = kDefaultMin;
+  std::size_t min = kDefaultMinSize;  // SHADDR_HEAP_MIN (see heap.h)
   std::size_t max = 0;
   bool verbose = false;
   char error[160] = "";  // non-empty: a setting did not parse; the heap stays off

@@ -69,8 +69,8 @@ double log2_at_least_1(int n) { return n > 2 ? std::log2(static_cast<double>(n))
 // The buffer a peer reads from, for a call of @bytes (one block where the collective has
 // blocks) at node size n: an Alltoall's and a Scatter's send buffer holds n blocks.
 size_t source_bytes(shaddr_coll coll, size_t bytes, int n) {
-  return coll == SHADDR_COLL_ALLTOALL || coll == SHADDR_COLL_SCATTER ? bytes * static_cast<size_t>(n)
-                                                                    : bytes;
+  const bool n_blocks = coll == SHADDR_COLL_ALLTOALL || coll == SHADDR_COLL_SCATTER;
+  return n_blocks ? bytes * static_cast<size_t>(n) : bytes;
 }
 
 // Blocks of the per-rank size a rank receives (or sends, for the roots' side) at node size n.

@@ -72,9 +72,10 @@ constexpr SettingDef kSettings[] = {
     typed("SHADDR_SLOT_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, 16 * kKi, "",
           "`16384` / (n − 1) on n ranks, at least `4096`; on a `heap+` backend below the "
           "heap's `16K`",
-          "Bcast messages, Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose per-rank data is "
-          "at most this many bytes, and Allgatherv whose every block is at most 8 bytes less, "
-          "go through the seed-004 slots in the control block (no closing barrier)"),
+          "Bcast messages, Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose "
+          "per-rank data is at most this many bytes, and Allgatherv whose every block is at "
+          "most 8 bytes less, go through the seed-004 slots in the control block (no closing "
+          "barrier)"),
     typed("SHADDR_BCAST_STREAMS", T::kInt, L::kLibrary, kEqual, kTunable, 1, 255, "", "`4`",
           "streams of a multi-stream Bcast (seed 004 colors); `1` turns it off"),
     typed("SHADDR_BCAST_STREAMS_MIN", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",

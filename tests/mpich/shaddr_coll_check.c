@@ -37,26 +37,8 @@ static unsigned char pattern(size_t i, int seed)
 	return (unsigned char)((i * 131u + (unsigned)seed * 7u + (i >> 12)) & 0xff);
 }
 
-static void check_bcast(MPI_Comm comm, size_t bytes, int root, int seed)
-{
-	int rank;
-	unsigned char *buf = malloc(bytes + 1);
-
-	MPI_Comm_rank(comm, &rank);
-	for (size_t i = 0; i < bytes; i++)
-		buf[i] = rank == root ? pattern(i, seed) : 0xee;
-	MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, comm);
-	for (size_t i = 0; i < bytes; i++)
-		if (buf[i] != pattern(i, seed)) {
-			CHECK(0, "bcast %zu B root %d: byte %zu is %u, expected %u", bytes, root, i,
-			      buf[i], pattern(i, seed));
-			break;
-		}
-	free(buf);
-}
-
-/* A bcast of @bytes as @count elements of @type on this rank (MPI lets the ranks' datatypes
- * differ as long as the bytes agree). */
+/* A bcast of @bytes as elements of @type on this rank (MPI lets the ranks' datatypes differ as
+ * long as the bytes agree). */
 static void bcast_as(MPI_Comm comm, size_t bytes, MPI_Datatype type, int root, int seed)
 {
 	int rank, type_size;
@@ -74,6 +56,11 @@ static void bcast_as(MPI_Comm comm, size_t bytes, MPI_Datatype type, int root, i
 			break;
 		}
 	free(buf);
+}
+
+static void check_bcast(MPI_Comm comm, size_t bytes, int root, int seed)
+{
+	bcast_as(comm, bytes, MPI_BYTE, root, seed);
 }
 
 /* A strided datatype (every other int) on the root, plain ints elsewhere: the patch packs. */
