@@ -2,20 +2,184 @@
 #include "types.h"
 
 #include <climits>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "shaddr/mpi_glue.h"
 
 namespace shaddr::interpose {
+namespace {
+
+struct Layout {
+  MPI_Count size = 0, extent = 0, true_lb = 0, true_extent = 0;
+  bool query(MPI_Datatype t) {
+    MPI_Count lb = 0;
+    return PMPI_Type_size_x(t, &size) == MPI_SUCCESS &&
+           PMPI_Type_get_extent_x(t, &lb, &extent) == MPI_SUCCESS &&
+           PMPI_Type_get_true_extent_x(t, &true_lb, &true_extent) == MPI_SUCCESS && size >= 0;
+  }
+};
+
+// Derived types nested deeper than this are packed without looking.
+constexpr int kMaxDepth = 12;
+
+bool in_order(MPI_Datatype t, int depth);
+
+// One block of a type's definition: `count` elements of `type` from byte `disp`.
+struct Block {
+  MPI_Aint disp;
+  MPI_Count count;
+  MPI_Datatype type;
+};
+
+// The blocks, in type-map order, form one gapless run in increasing address order.
+bool blocks_in_order(const std::vector<Block> &blocks, int depth) {
+  bool first = true;
+  MPI_Aint next = 0;
+  for (const Block &b : blocks) {
+    if (b.count == 0) continue;
+    Layout l;
+    if (!l.query(b.type)) return false;
+    if (l.size == 0) continue;
+    if (!in_order(b.type, depth + 1) || l.size != l.true_extent) return false;
+    if (b.count > 1 && l.extent != l.size) return false;  // gaps, overlap or a reversed stride
+    const MPI_Aint start = b.disp + static_cast<MPI_Aint>(l.true_lb);
+    if (!first && start != next) return false;
+    next = start + static_cast<MPI_Aint>(b.count * l.size);
+    first = false;
+  }
+  return true;
+}
+
+// The datatypes MPI_Type_get_contents returns that the caller must free.
+struct Contents {
+  std::vector<int> ints;
+  std::vector<MPI_Aint> addrs;
+  std::vector<MPI_Datatype> types;
+  ~Contents() {
+    for (MPI_Datatype &t : types) {
+      int ni, na, nd, comb;
+      if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) == MPI_SUCCESS &&
+          comb != MPI_COMBINER_NAMED)
+        PMPI_Type_free(&t);
+    }
+  }
+};
+
+// Reads the definition of @t as blocks; false for a combiner not decoded here (subarray,
+// darray, Fortran types): those are packed.
+// The blocks name types held by @c.
+bool decode(MPI_Datatype t, int comb, int ni, int na, int nd, Contents &c,
+            std::vector<Block> *out) {
+  c.ints.resize(ni);
+  c.addrs.resize(na);
+  c.types.resize(nd);
+  if (PMPI_Type_get_contents(t, ni, na, nd, c.ints.data(), c.addrs.data(), c.types.data()) !=
+      MPI_SUCCESS) {
+    c.types.clear();  // nothing was returned to free
+    return false;
+  }
+  MPI_Count old_extent = 0;
+  if (nd >= 1) {
+    Layout l;
+    if (!l.query(c.types[0])) return false;
+    old_extent = l.extent;
+  }
+  const MPI_Datatype old = nd >= 1 ? c.types[0] : MPI_DATATYPE_NULL;
+  switch (comb) {
+    case MPI_COMBINER_DUP:
+    case MPI_COMBINER_RESIZED:  // changes lb and extent only: one element is old's
+      out->push_back({0, 1, old});
+      return true;
+    case MPI_COMBINER_CONTIGUOUS:
+      out->push_back({0, c.ints[0], old});
+      return true;
+    case MPI_COMBINER_VECTOR:
+    case MPI_COMBINER_HVECTOR: {
+      const MPI_Aint stride = comb == MPI_COMBINER_VECTOR
+                                  ? static_cast<MPI_Aint>(c.ints[2]) * old_extent
+                                  : c.addrs[0];
+      for (int i = 0; i < c.ints[0]; i++) out->push_back({i * stride, c.ints[1], old});
+      return true;
+    }
+    case MPI_COMBINER_INDEXED:
+      for (int i = 0; i < c.ints[0]; i++)
+        out->push_back({c.ints[1 + c.ints[0] + i] * static_cast<MPI_Aint>(old_extent),
+                        c.ints[1 + i], old});
+      return true;
+    case MPI_COMBINER_HINDEXED:
+      for (int i = 0; i < c.ints[0]; i++) out->push_back({c.addrs[i], c.ints[1 + i], old});
+      return true;
+    case MPI_COMBINER_INDEXED_BLOCK:
+      for (int i = 0; i < c.ints[0]; i++)
+        out->push_back({c.ints[2 + i] * static_cast<MPI_Aint>(old_extent), c.ints[1], old});
+      return true;
+    case MPI_COMBINER_HINDEXED_BLOCK:
+      for (int i = 0; i < c.ints[0]; i++) out->push_back({c.addrs[i], c.ints[1], old});
+      return true;
+    case MPI_COMBINER_STRUCT:
+      for (int i = 0; i < c.ints[0]; i++) out->push_back({c.addrs[i], c.ints[1 + i], c.types[i]});
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool in_order(MPI_Datatype t, int depth) {
+  int ni, na, nd, comb;
+  if (depth > kMaxDepth || PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS)
+    return false;
+  if (comb == MPI_COMBINER_NAMED) return true;  // a holes check is the caller's (size, extent)
+  Contents c;
+  std::vector<Block> blocks;
+  return decode(t, comb, ni, na, nd, c, &blocks) && blocks_in_order(blocks, depth);
+}
+
+// The answer for a derived type, cached on it (an attribute goes away with the type, so a
+// handle that comes back for another type is never answered from the old one's cache).
+int in_order_keyval() {
+  static int kv = [] {
+    int k = MPI_KEYVAL_INVALID;
+    if (PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &k, nullptr) !=
+        MPI_SUCCESS)
+      k = MPI_KEYVAL_INVALID;
+    return k;
+  }();
+  return kv;
+}
+
+bool cached_in_order(MPI_Datatype t) {
+  int ni, na, nd, comb;
+  if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS) return false;
+  if (comb == MPI_COMBINER_NAMED) return true;
+  const int kv = in_order_keyval();
+  if (kv != MPI_KEYVAL_INVALID) {
+    void *v = nullptr;
+    int found = 0;
+    if (PMPI_Type_get_attr(t, kv, &v, &found) == MPI_SUCCESS && found)
+      return reinterpret_cast<intptr_t>(v) == 2;
+  }
+  const bool yes = in_order(t, 0);
+  if (kv != MPI_KEYVAL_INVALID)
+    PMPI_Type_set_attr(t, kv, reinterpret_cast<void *>(static_cast<intptr_t>(yes ? 2 : 1)));
+  return yes;
+}
+
+}  // namespace
 
 TypeInfo type_info(MPI_Datatype t) {
   TypeInfo ti;
-  MPI_Count lb = 0;
   if (t == MPI_DATATYPE_NULL) return ti;
-  ti.ok = PMPI_Type_size_x(t, &ti.size) == MPI_SUCCESS &&
-          PMPI_Type_get_extent_x(t, &lb, &ti.extent) == MPI_SUCCESS &&
-          PMPI_Type_get_true_extent_x(t, &ti.true_lb, &ti.true_extent) == MPI_SUCCESS &&
-          ti.size >= 0 && ti.extent >= 0;
+  Layout l;
+  ti.ok = l.query(t);
+  if (!ti.ok) return ti;
+  ti.size = l.size;
+  ti.extent = l.extent;
+  ti.true_lb = l.true_lb;
+  ti.true_extent = l.true_extent;
+  // Only a type that could be one run needs the look at its type map.
+  ti.in_order = l.size == l.true_extent && cached_in_order(t);
   return ti;
 }
 
@@ -40,7 +204,7 @@ int pack(const char *user, MPI_Count count, MPI_Datatype t, MPI_Count extent, MP
   for (MPI_Count i = 0; i < count; i += step) {
     const MPI_Count n = count - i < step ? count - i : step;
     int pos = 0;
-    int rc = PMPI_Pack(user + i * extent, static_cast<int>(n), t, dst + i * tsize,
+    int rc = PMPI_Pack(at(user, i * extent), static_cast<int>(n), t, dst + i * tsize,
                        static_cast<int>(n * tsize), &pos, MPI_COMM_SELF);
     if (rc != MPI_SUCCESS || pos != n * tsize) return rc != MPI_SUCCESS ? rc : MPI_ERR_TYPE;
   }
@@ -53,11 +217,17 @@ int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, M
   for (MPI_Count i = 0; i < count; i += step) {
     const MPI_Count n = count - i < step ? count - i : step;
     int pos = 0;
-    int rc = PMPI_Unpack(src + i * tsize, static_cast<int>(n * tsize), &pos, user + i * extent,
+    int rc = PMPI_Unpack(src + i * tsize, static_cast<int>(n * tsize), &pos, at(user, i * extent),
                          static_cast<int>(n), t, MPI_COMM_SELF);
     if (rc != MPI_SUCCESS || pos != n * tsize) return rc != MPI_SUCCESS ? rc : MPI_ERR_TYPE;
   }
   return MPI_SUCCESS;
+}
+
+char *at(const void *buf, MPI_Count offset) {
+  // MPI_BOTTOM (null) with absolute displacements: the data is at the offset itself.
+  return reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(buf) +
+                                  static_cast<uintptr_t>(offset));
 }
 
 int View::init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo &ti) {
@@ -69,7 +239,7 @@ int View::init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo 
   bytes_ = static_cast<size_t>(count * ti.size);
   packed_ = !ti.contiguous(count);
   if (!packed_) {
-    ptr_ = user_ ? user_ + ti.true_lb : nullptr;
+    ptr_ = at(buf, ti.true_lb);
     return MPI_SUCCESS;
   }
   try {

@@ -18,12 +18,16 @@ struct TypeInfo {
   MPI_Count extent = 0;     // stride between elements
   MPI_Count true_lb = 0;    // offset of the first data byte
   MPI_Count true_extent = 0;
+  bool in_order = false;    // one element's type map is one gapless run in increasing order
   bool ok = false;          // the queries succeeded
-  // (buf, count) is one contiguous run of count * size bytes at buf + true_lb.
+  // (buf, count) is one contiguous run of count * size bytes at buf + true_lb, in type-map
+  // order (what MPI_Pack would make of it). Else the rank packs its own side.
   bool contiguous(MPI_Count count) const {
-    return size == 0 || (size == true_extent && (count <= 1 || extent == size));
+    return size == 0 || (in_order && size == true_extent && (count <= 1 || extent == size));
   }
 };
+// Any datatype MPI accepts (negative or zero extents, resized, holes, type maps in any order):
+// ok is false only when MPI cannot describe it.
 TypeInfo type_info(MPI_Datatype t);
 // MPI's size of @t (bytes of data per element); false if MPI cannot say (then forwarded).
 inline bool type_size(MPI_Datatype t, MPI_Count *size) {
@@ -33,6 +37,9 @@ inline bool type_size(MPI_Datatype t, MPI_Count *size) {
 // Maps a predefined MPI type / op; false when libshaddr cannot reduce it (then forwarded).
 bool map_dtype(MPI_Datatype t, shaddr_dtype *out);
 bool map_op(MPI_Op op, shaddr_op *out);
+
+// buf + offset bytes, also for MPI_BOTTOM (a null buf) with absolute displacements.
+char *at(const void *buf, MPI_Count offset);
 
 // A contiguous byte view of (buf, count, type) on this rank: the user's memory when the type is
 // contiguous, else a packed copy (in() packs, out() unpacks after the collective).
