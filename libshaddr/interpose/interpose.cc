@@ -28,13 +28,50 @@ using namespace shaddr::interpose;
 
 namespace {
 
-// Per-call bookkeeping: counts the call once as forwarded, accelerated or fallen back.
+// A 64-bit digest step (splitmix64's finaliser).
+uint64_t mix_token(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// What MPI requires to be equal on every rank for one call, as a ledger token (never
+// SHADDR_CALL_FORWARDED).
+uint64_t call_token(shaddr_interpose_call which, uint64_t bytes, int root = -1,
+                    uint64_t extra = 0) {
+  const uint64_t id = uint64_t{static_cast<uint32_t>(which)} << 32 | static_cast<uint32_t>(root);
+  const uint64_t t = mix_token(mix_token(mix_token(id) ^ bytes) ^ extra);
+  return t == SHADDR_CALL_FORWARDED ? 1 : t;
+}
+
+// One call: counted once as forwarded, accelerated or fallen back, and recorded in the node
+// communicator's call ledger (shaddr_call_agree), so that ranks whose arguments differ (an
+// erroneous program) or that chose differently all end up in PMPI_*, which reports the error as
+// it would without the interposer, instead of some waiting in libshaddr for the others.
 struct Call {
   shaddr_interpose_call which;
-  explicit Call(shaddr_interpose_call w) : which(w) {}
-  int forward(int rc) {
+  State *s;
+  Call(shaddr_interpose_call w, State *st) : which(w), s(st) {}
+  // The hierarchy's phases are not recorded: they run on one node only with SHADDR_NODES.
+  shaddr_comm_t *ledger() const { return s && s->sc && !s->multi() ? s->sc : nullptr; }
+  // Runs the call in PMPI_*; the peers learn it before this rank blocks there.
+  template <typename Run>
+  int forward(Run &&run) {
+    if (shaddr_comm_t *l = ledger()) shaddr_call_agree(l, SHADDR_CALL_FORWARDED);
     count_forward(which);
-    return rc;
+    return run();
+  }
+  // True when every rank of the node records this call with @token; false: the caller runs it
+  // in PMPI_* with its own arguments, as every other rank of the node does.
+  bool agreed(uint64_t token, const char *name) {
+    shaddr_comm_t *l = ledger();
+    if (!l) return true;
+    const int rc = shaddr_call_agree(l, token);
+    if (!rc) return true;
+    say_fallback(*s, name, rc);
+    count_fallback(which);
+    return false;
   }
 };
 
@@ -129,7 +166,7 @@ struct VView {
     user = static_cast<char *>(const_cast<void *>(buf));
     ti = info;
     t = type;
-    packed = !ti.contiguous(2);
+    packed = !ti.contiguous(2);  // in type-map order: one run, consecutive elements adjacent
     for (int i = 0; i < n; i++) packed = packed || dsp[i] < 0;  // byte offsets stay unsigned
     bytes.resize(n);
     displs.resize(n);
@@ -145,7 +182,7 @@ struct VView {
       tmp.resize(total ? total : 1);
       base = tmp.data();
     } else {
-      base = user ? user + ti.true_lb : nullptr;
+      base = at(user, ti.true_lb);
     }
   }
   int pack_block(int i) {
@@ -237,55 +274,58 @@ int MPI_Free_mem(void *base) {
 namespace shaddr::interpose::impl {
 
 int barrier(MPI_Comm comm) {
-  Call c(SHADDR_IP_BARRIER);
   State *s = state_of(comm);
-  if (!s) return c.forward(PMPI_Barrier(comm));
+  Call c(SHADDR_IP_BARRIER, s);
+  if (!s) return c.forward([&] { return PMPI_Barrier(comm); });
   if (s->multi()) {
     bool fb = false;
     return hier_done(*s, c, hier_barrier(*s, &fb), &fb);
   }
+  // No arguments to differ: no record in the ledger (every rank skips it alike).
   if (failed(*s, c, "Barrier", shaddr_barrier(s->sc))) return PMPI_Barrier(comm);
   return MPI_SUCCESS;
 }
 
 int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  Call c(SHADDR_IP_BCAST);
   State *s = state_of(comm);
+  Call c(SHADDR_IP_BCAST, s);
+  auto mpi = [&] { return PMPI_Bcast(buf, count, type, root, comm); };
   // The cheapest test first: most small calls are forwarded on the type's size alone.
   MPI_Count tsize = 0;
   if (!s || count <= 0 || bad_root(*s, root) || !type_size(type, &tsize) ||
       small(*s, c, static_cast<size_t>(count * tsize)))
-    return c.forward(PMPI_Bcast(buf, count, type, root, comm));
+    return c.forward(mpi);
   TypeInfo ti = type_info(type);
-  if (!ti.ok) return c.forward(PMPI_Bcast(buf, count, type, root, comm));
+  if (!ti.ok) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count * ti.size);
   View v;
-  if (int rc = v.init(buf, count, type, ti)) return rc;
-  if (s->rank == root)
-    if (int rc = v.pack_in()) return rc;
+  if (v.init(buf, count, type, ti) || (s->rank == root && v.pack_in())) return c.forward(mpi);
+  if (!c.agreed(call_token(SHADDR_IP_BCAST, bytes, root), "Bcast")) return mpi();
   int rc = MPI_SUCCESS;
   if (s->multi()) {
     bool fb = false;
     rc = hier_done(*s, c, hier_bcast(*s, v.data(), bytes, root, &fb), &fb);
   } else if (failed(*s, c, "Bcast", shaddr_bcast(s->sc, v.data(), bytes, root))) {
-    return PMPI_Bcast(buf, count, type, root, comm);  // the root's data was only read
+    return mpi();  // the root's data was only read
   }
   if (rc == MPI_SUCCESS && s->rank != root) rc = v.unpack_out();
   return rc;
 }
 
 int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
-               int root, MPI_Comm comm) {
-  Call c(SHADDR_IP_REDUCE);
+           int root, MPI_Comm comm) {
   State *s = state_of(comm);
+  Call c(SHADDR_IP_REDUCE, s);
+  auto mpi = [&] { return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm); };
   shaddr_dtype dt;
   shaddr_op sop;
   size_t esize;
-  // The datatype and op are the same on every rank (MPI requires it): so is this decision.
   if (!s || count <= 0 || bad_root(*s, root) || !reducible(type, op, &dt, &sop, &esize) ||
       small(*s, c, static_cast<size_t>(count) * esize))
-    return c.forward(PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm));
+    return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count) * esize;
+  if (!c.agreed(call_token(SHADDR_IP_REDUCE, bytes, root, uint64_t{dt} << 8 | sop), "Reduce"))
+    return mpi();
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   if (s->multi()) {
@@ -303,22 +343,26 @@ int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI
                          is_root ? recvbuf : nullptr, count, dt, sop, root);
   if (failed(*s, c, "Reduce", rc)) {
     keep.restore();
-    return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+    return mpi();
   }
   return MPI_SUCCESS;
 }
 
 int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm comm) {
-  Call c(SHADDR_IP_ALLREDUCE);
+              MPI_Comm comm) {
   State *s = state_of(comm);
+  Call c(SHADDR_IP_ALLREDUCE, s);
+  auto mpi = [&] { return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); };
   shaddr_dtype dt;
   shaddr_op sop;
   size_t esize;
   if (!s || count <= 0 || !reducible(type, op, &dt, &sop, &esize) ||
       small(*s, c, static_cast<size_t>(count) * esize))
-    return c.forward(PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
+    return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count) * esize;
+  if (!c.agreed(call_token(SHADDR_IP_ALLREDUCE, bytes, -1, uint64_t{dt} << 8 | sop),
+                "Allreduce"))
+    return mpi();
   const bool in_place = sendbuf == MPI_IN_PLACE;
   if (s->multi()) {
     bool fb = false;
@@ -333,190 +377,183 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
                             dt, sop);
   if (failed(*s, c, "Allreduce", rc)) {
     keep.restore();
-    return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+    return mpi();
   }
   return MPI_SUCCESS;
 }
 
 int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Call c(SHADDR_IP_GATHER);
+           int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(
-        PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+  Call c(SHADDR_IP_GATHER, s);
+  auto mpi = [&] {
+    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
   };
-  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   TypeInfo rti = is_root ? type_info(recvtype) : TypeInfo{};
   if ((!in_place && (!sti.ok || sendcount < 0)) || (is_root && (!rti.ok || recvcount < 0)))
-    return fwd();
+    return c.forward(mpi);
   // Per-rank bytes: the root's receive side equals every sender's send side.
-  const size_t bytes = static_cast<size_t>(is_root ? recvcount * rti.size : sendcount * sti.size);
-  if (small(*s, c, bytes)) return fwd();
+  const size_t sbytes = in_place ? 0 : static_cast<size_t>(sendcount * sti.size);
+  const size_t bytes = is_root ? static_cast<size_t>(recvcount * rti.size) : sbytes;
+  if ((is_root && !in_place && sbytes != bytes) || small(*s, c, bytes)) return c.forward(mpi);
   View sv, rv;
   Backup keep;
-  if (!in_place) {
-    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
-    if (int rc = sv.pack_in()) return rc;
-  }
+  if (!in_place && (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()))
+    return c.forward(mpi);
   if (is_root) {
-    if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
-      return rc;
-    if (in_place) {
-      if (int rc = rv.pack_in()) return rc;
-      keep.save(rv.data() + static_cast<size_t>(root) * bytes, bytes);
-    }
+    if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti) ||
+        (in_place && rv.pack_in()))
+      return c.forward(mpi);
+    if (in_place) keep.save(rv.data() + static_cast<size_t>(root) * bytes, bytes);
   }
+  if (!c.agreed(call_token(SHADDR_IP_GATHER, bytes, root), "Gather")) return mpi();
   int rc = shaddr_gather(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), bytes,
                          is_root ? rv.data() : nullptr, root);
   if (failed(*s, c, "Gather", rc)) {
     keep.restore();
-    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    return mpi();
   }
   return is_root ? rv.unpack_out() : MPI_SUCCESS;
 }
 
 int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                MPI_Comm comm) {
-  Call c(SHADDR_IP_GATHERV);
+            const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+            MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                  recvtype, root, comm));
+  Call c(SHADDR_IP_GATHERV, s);
+  auto mpi = [&] {
+    return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+                        comm);
   };
-  // Non-roots do not know the others' counts: no size threshold here.
-  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  // Non-roots do not know the others' counts: no size threshold here, and each transfer checks
+  // the sender's count against the root's (a mismatch fails on every rank: PMPI_* reports it).
+  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   TypeInfo rti = is_root ? type_info(recvtype) : TypeInfo{};
-  if ((!in_place && (!sti.ok || sendcount < 0)) || (is_root && !rti.ok)) return fwd();
+  if ((!in_place && (!sti.ok || sendcount < 0)) || (is_root && !rti.ok)) return c.forward(mpi);
   View sv;
   VView rv;
   Backup keep;
   size_t sbytes = 0;
   if (!in_place) {
-    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
-    if (int rc = sv.pack_in()) return rc;
+    if (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()) return c.forward(mpi);
     sbytes = sv.bytes();
   }
   if (is_root) {
     rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
+    if (!in_place && sbytes != rv.bytes[root]) return c.forward(mpi);
     if (in_place) {
-      if (int rc = rv.pack_block(root)) return rc;
+      if (rv.pack_block(root)) return c.forward(mpi);
       sbytes = rv.bytes[root];
       keep.save(rv.base + rv.displs[root], sbytes);
     }
   }
+  if (!c.agreed(call_token(SHADDR_IP_GATHERV, 0, root), "Gatherv")) return mpi();
   int rc = shaddr_gatherv(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), sbytes,
                           is_root ? rv.base : nullptr, is_root ? rv.bytes.data() : nullptr,
                           is_root ? rv.displs.data() : nullptr, root);
   if (failed(*s, c, "Gatherv", rc)) {
     keep.restore();
-    return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
-                        comm);
+    return mpi();
   }
   return is_root ? rv.unpack_all() : MPI_SUCCESS;
 }
 
 int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Call c(SHADDR_IP_SCATTER);
+            int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(
-        PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+  Call c(SHADDR_IP_SCATTER, s);
+  auto mpi = [&] {
+    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
   };
-  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
   TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
   TypeInfo rti = in_place ? TypeInfo{} : type_info(recvtype);
   if ((is_root && (!sti.ok || sendcount < 0)) || (!in_place && (!rti.ok || recvcount < 0)))
-    return fwd();
-  const size_t bytes = static_cast<size_t>(is_root ? sendcount * sti.size : recvcount * rti.size);
-  if (small(*s, c, bytes)) return fwd();
+    return c.forward(mpi);
+  const size_t rbytes = in_place ? 0 : static_cast<size_t>(recvcount * rti.size);
+  const size_t bytes = is_root ? static_cast<size_t>(sendcount * sti.size) : rbytes;
+  if ((is_root && !in_place && rbytes != bytes) || small(*s, c, bytes)) return c.forward(mpi);
   View sv, rv;
-  if (is_root) {
-    if (int rc = sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti))
-      return rc;
-    if (int rc = sv.pack_in()) return rc;
-  }
-  if (!in_place)
-    if (int rc = rv.init(recvbuf, recvcount, recvtype, rti)) return rc;
+  if (is_root && (sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti) ||
+                  sv.pack_in()))
+    return c.forward(mpi);
+  if (!in_place && rv.init(recvbuf, recvcount, recvtype, rti)) return c.forward(mpi);
+  if (!c.agreed(call_token(SHADDR_IP_SCATTER, bytes, root), "Scatter")) return mpi();
   int rc = shaddr_scatter(s->sc, is_root ? sv.data() : nullptr, bytes,
                           in_place ? const_cast<void *>(SHADDR_IN_PLACE) : rv.data(), root);
-  if (failed(*s, c, "Scatter", rc))
-    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  if (failed(*s, c, "Scatter", rc)) return mpi();
   return in_place ? MPI_SUCCESS : rv.unpack_out();
 }
 
 int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
-                 MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                 int root, MPI_Comm comm) {
-  Call c(SHADDR_IP_SCATTERV);
+             MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+             int root, MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                   recvtype, root, comm));
+  Call c(SHADDR_IP_SCATTERV, s);
+  auto mpi = [&] {
+    return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                         root, comm);
   };
-  if (!s || bad_root(*s, root) || s->multi()) return fwd();
+  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
   TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
   TypeInfo rti = in_place ? TypeInfo{} : type_info(recvtype);
-  if ((is_root && !sti.ok) || (!in_place && (!rti.ok || recvcount < 0))) return fwd();
+  if ((is_root && !sti.ok) || (!in_place && (!rti.ok || recvcount < 0))) return c.forward(mpi);
   VView sv;
   View rv;
   size_t rbytes = 0;
   if (is_root) {
     sv.init(sendbuf, sendcounts, displs, s->size, sendtype, sti);
-    if (int rc = sv.pack_all()) return rc;
+    if (sv.pack_all()) return c.forward(mpi);
   }
   if (!in_place) {
-    if (int rc = rv.init(recvbuf, recvcount, recvtype, rti)) return rc;
+    if (rv.init(recvbuf, recvcount, recvtype, rti)) return c.forward(mpi);
     rbytes = rv.bytes();
+    if (is_root && rbytes != sv.bytes[root]) return c.forward(mpi);
   } else {
     rbytes = sv.bytes[root];
   }
+  if (!c.agreed(call_token(SHADDR_IP_SCATTERV, 0, root), "Scatterv")) return mpi();
   int rc = shaddr_scatterv(s->sc, is_root ? sv.base : nullptr, is_root ? sv.bytes.data() : nullptr,
                            is_root ? sv.displs.data() : nullptr,
                            in_place ? const_cast<void *>(SHADDR_IN_PLACE) : rv.data(), rbytes,
                            root);
-  if (failed(*s, c, "Scatterv", rc))
-    return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
-                         root, comm);
+  if (failed(*s, c, "Scatterv", rc)) return mpi();
   return in_place ? MPI_SUCCESS : rv.unpack_out();
 }
 
 int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  Call c(SHADDR_IP_ALLGATHER);
+              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(
-        PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+  Call c(SHADDR_IP_ALLGATHER, s);
+  auto mpi = [&] {
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || recvcount < 0) return fwd();
+  if (!s || !rti.ok || recvcount < 0) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
-  if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
+  if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
-  if (small(*s, c, bytes) || (s->multi() && !fits_int(bytes * s->size))) return fwd();
+  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
+      (s->multi() && !fits_int(bytes * s->size)))
+    return c.forward(mpi);
   View sv, rv;
-  if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
-    return rc;
-  if (in_place) {
-    if (int rc = rv.pack_in()) return rc;
-  } else {
-    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
-    if (int rc = sv.pack_in()) return rc;
-  }
+  if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
+    return c.forward(mpi);
+  if (in_place ? rv.pack_in() : (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()))
+    return c.forward(mpi);
+  if (!c.agreed(call_token(SHADDR_IP_ALLGATHER, bytes), "Allgather")) return mpi();
   char *own = rv.data() + static_cast<size_t>(s->rank) * bytes;
   if (s->multi()) {
     bool fb = false;
@@ -529,82 +566,88 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   int rc = shaddr_allgather(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), bytes, rv.data());
   if (failed(*s, c, "Allgather", rc)) {
     keep.restore();
-    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    return mpi();
   }
   return rv.unpack_out();
 }
 
 int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm) {
-  Call c(SHADDR_IP_ALLGATHERV);
+               const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+               MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                     recvtype, comm));
+  Call c(SHADDR_IP_ALLGATHERV, s);
+  auto mpi = [&] {
+    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                           comm);
   };
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || s->multi()) return fwd();
+  if (!s || !rti.ok || s->multi()) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
-  if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
+  if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
   size_t total = 0;  // every rank knows all counts: a size threshold is consistent here
-  for (int i = 0; i < s->size; i++) total += static_cast<size_t>(recvcounts[i] * rti.size);
-  if (small(*s, c, total)) return fwd();
+  uint64_t layout = 0;
+  for (int i = 0; i < s->size; i++) {
+    const size_t b = static_cast<size_t>(recvcounts[i] * rti.size);
+    total += b;
+    layout = mix_token(layout ^ b);
+  }
+  if (small(*s, c, total)) return c.forward(mpi);
   VView rv;
   View sv;
   rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
   size_t sbytes = rv.bytes[s->rank];
   Backup keep;
   if (in_place) {
-    if (int rc = rv.pack_block(s->rank)) return rc;
+    if (rv.pack_block(s->rank)) return c.forward(mpi);
     keep.save(rv.base + rv.displs[s->rank], sbytes);
   } else {
-    if (int rc = sv.init(sendbuf, sendcount, sendtype, sti)) return rc;
-    if (int rc = sv.pack_in()) return rc;
-    sbytes = sv.bytes();
+    if (sv.init(sendbuf, sendcount, sendtype, sti) || sv.bytes() != sbytes || sv.pack_in())
+      return c.forward(mpi);
   }
+  if (!c.agreed(call_token(SHADDR_IP_ALLGATHERV, total, -1, layout), "Allgatherv")) return mpi();
   int rc = shaddr_allgatherv(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), sbytes, rv.base,
                              rv.bytes.data(), rv.displs.data());
   if (failed(*s, c, "Allgatherv", rc)) {
     keep.restore();
-    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                           comm);
+    return mpi();
   }
   return rv.unpack_all();
 }
 
 int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  Call c(SHADDR_IP_ALLTOALL);
+             int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(
-        PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+  Call c(SHADDR_IP_ALLTOALL, s);
+  auto mpi = [&] {
+    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || recvcount < 0) return fwd();
+  if (!s || !rti.ok || recvcount < 0) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
-  if (!in_place && (!sti.ok || sendcount < 0)) return fwd();
+  if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   const size_t n = static_cast<size_t>(s->size);
-  if (small(*s, c, bytes) || (s->multi() && !fits_int(bytes * n * n))) return fwd();
+  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
+      (s->multi() && !fits_int(bytes * n * n)))
+    return c.forward(mpi);
   View sv, rv;
-  if (int rc = rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
-    return rc;
+  if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
+    return c.forward(mpi);
   std::vector<char> in_copy;  // in place: the input, kept apart from the output
   const char *in;
   if (in_place) {
-    if (int rc = rv.pack_in()) return rc;
+    if (rv.pack_in()) return c.forward(mpi);
     in_copy.assign(rv.data(), rv.data() + n * bytes);
     in = in_copy.data();
   } else {
-    if (int rc = sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti))
-      return rc;
-    if (int rc = sv.pack_in()) return rc;
+    if (sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti) ||
+        sv.pack_in())
+      return c.forward(mpi);
     in = sv.data();
   }
+  if (!c.agreed(call_token(SHADDR_IP_ALLTOALL, bytes), "Alltoall")) return mpi();
   if (s->multi()) {
     bool fb = false;
     int rc = hier_done(*s, c, hier_alltoall(*s, in, bytes, rv.data(), &fb), &fb);
@@ -616,34 +659,35 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
       std::memcpy(rv.data(), in_copy.data(), n * bytes);
       if (int urc = rv.unpack_out()) return urc;
     }
-    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    return mpi();
   }
   return rv.unpack_out();
 }
 
 int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  Call c(SHADDR_IP_ALLTOALLV);
+              MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[],
+              MPI_Datatype recvtype, MPI_Comm comm) {
   State *s = state_of(comm);
-  auto fwd = [&] {
-    return c.forward(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                    rdispls, recvtype, comm));
+  Call c(SHADDR_IP_ALLTOALLV, s);
+  auto mpi = [&] {
+    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                          recvtype, comm);
   };
+  // Each rank knows only its own counts: each transfer checks them against the reader's (a
+  // mismatch fails on every rank: PMPI_* reports it).
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || s->multi()) return fwd();
+  if (!s || !rti.ok || s->multi()) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
-  if (!in_place && !sti.ok) return fwd();
+  if (!in_place && !sti.ok) return c.forward(mpi);
   VView sv, rv;
   rv.init(recvbuf, recvcounts, rdispls, s->size, recvtype, rti);
   std::vector<char> in_copy;
-  std::vector<size_t> in_displs;
   const char *in;
   const size_t *sbytes, *sdisp;
   if (in_place) {
     // The input is the receive layout; copy it out so the output can overwrite it.
-    if (int rc = rv.pack_all()) return rc;
+    if (rv.pack_all()) return c.forward(mpi);
     size_t end = 0;
     for (int i = 0; i < s->size; i++) end = std::max(end, rv.displs[i] + rv.bytes[i]);
     in_copy.assign(rv.base, rv.base + end);
@@ -652,19 +696,19 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
     sdisp = rv.displs.data();
   } else {
     sv.init(sendbuf, sendcounts, sdispls, s->size, sendtype, sti);
-    if (int rc = sv.pack_all()) return rc;
+    if (sv.pack_all()) return c.forward(mpi);
     in = sv.base;
     sbytes = sv.bytes.data();
     sdisp = sv.displs.data();
   }
+  if (!c.agreed(call_token(SHADDR_IP_ALLTOALLV, 0), "Alltoallv")) return mpi();
   int rc = shaddr_alltoallv(s->sc, in, sbytes, sdisp, rv.base, rv.bytes.data(), rv.displs.data());
   if (failed(*s, c, "Alltoallv", rc)) {
     if (in_place) {
       std::memcpy(rv.base, in_copy.data(), in_copy.size());
       if (int urc = rv.unpack_all()) return urc;
     }
-    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                          recvtype, comm);
+    return mpi();
   }
   return rv.unpack_all();
 }

@@ -235,6 +235,51 @@ int Comm::finish(uint64_t s, int status) {
   return result;
 }
 
+// The ledger's `call` is a sequence lock: while a rank rewrites its token it marks `call` with
+// kCallWriting (keeping the previous call's number), so a reader that saw call k and then the
+// same value again read k's token. A rank's `agreed` is stored before its next record starts.
+namespace {
+constexpr uint64_t kCallWriting = uint64_t{1} << 63;
+}  // namespace
+
+uint64_t Comm::announce_call(uint64_t token) {
+  CallLedger &mine = block_->ledger(rank_);
+  const uint64_t k = ++call_seq_;
+  mine.call.store((k - 1) | kCallWriting, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
+  mine.token.store(token, std::memory_order_relaxed);
+  mine.call.store(k, std::memory_order_release);
+  ring_mine();
+  return k;
+}
+
+int Comm::agree_call(uint64_t token) {
+  const uint64_t k = announce_call(token);
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_) continue;
+    const CallLedger &l = block_->ledger(r);
+    uint64_t theirs = kCallForwarded;
+    if (int err = wait_until(r, [&] {
+          const uint64_t c = l.call.load(std::memory_order_acquire);
+          const uint64_t done = c & ~kCallWriting;  // the last call it recorded whole
+          if (c == k) {
+            theirs = l.token.load(std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (l.call.load(std::memory_order_relaxed) == k) return true;
+          } else if (done < k) {
+            return false;
+          }
+          // Past k: it saw every token of k equal to its own (so to this rank's), or it did not.
+          theirs = l.agreed.load(std::memory_order_acquire) == k ? token : kCallForwarded;
+          return true;
+        }))
+      return err;
+    if (theirs != token) return -EXDEV;
+  }
+  block_->ledger(rank_).agreed.store(k, std::memory_order_release);
+  return 0;
+}
+
 // Rank r is done with round x once it closed a round >= x (slot_read), or published round
 // x + 1: a rank publishes a round only after it has read what it reads of the rounds before.
 // So a rank that writes its slot in a round does not close it (no store, no ring): the
@@ -348,6 +393,21 @@ SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm) {
   int err = c->finish(s, 0);
   delete c;
   return err ? fail(err, "shaddr_comm_free: a peer died") : 0;
+}
+
+SHADDR_API int shaddr_call_agree(shaddr_comm_t *comm, uint64_t token) {
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  Comm *c = shaddr::from_handle(comm);
+  if (token == shaddr::kCallForwarded) {
+    c->forward_call();
+    return 0;
+  }
+  if (c->size() == 1) return 0;
+  const int err = c->agree_call(token);
+  if (err == -EXDEV)
+    return fail(err, "a peer made this call with other arguments or ran it elsewhere");
+  return err ? fail(err, "shaddr_call_agree: a peer died") : 0;
 }
 
 SHADDR_API int shaddr_comm_rank(const shaddr_comm_t *comm) {

@@ -83,6 +83,14 @@ class Comm {
   uint64_t remote_len(int peer, int i) const { return block_->area(peer).len[i]; }
   int finish(uint64_t s, int status);  // closing barrier; returns the node-wide status
 
+  // --- the call ledger (nodeblock.h CallLedger; shaddr_call_agree in coll.h) ---
+  // Records the next call as run elsewhere (the caller's MPI) and returns at once.
+  void forward_call() { announce_call(kCallForwarded); }
+  // Records the next call with `token` (non-zero) and waits for every peer's record of it: 0
+  // when all made it with the same token, -EXDEV when one differs or ran it elsewhere (every
+  // rank that asks then gets -EXDEV), -EOWNERDEAD when a peer died.
+  int agree_call(uint64_t token);
+
   // Copy len bytes at peer's (exposed) address into dst, in tuning().chunk pieces.
   int copy_from(int peer, uint64_t addr, void *dst, size_t len);
   // Run fn(ptr, n) over [addr, addr + len) of peer in pieces of at most `piece` bytes: a
@@ -154,6 +162,7 @@ class Comm {
  private:
   Comm() = default;
   bool peer_alive(int peer);
+  uint64_t announce_call(uint64_t token);
   int rank_ = 0, size_ = 0;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<NodeBlock> block_;
@@ -164,6 +173,7 @@ class Comm {
   std::string reason_;
   uint64_t seq_ = 0;
   uint64_t slot_seq_ = 0;
+  uint64_t call_seq_ = 0;  // calls recorded in the ledger
   uint64_t slot_published_ = 0;        // the last round this rank wrote its slot in
   std::vector<uint64_t> slot_closed_;  // of each rank: the last round it is known done with
   uint64_t fallible_steps_ = 0;  // SHADDR_FAIL_INJECT's count

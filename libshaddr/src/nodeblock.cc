@@ -39,7 +39,8 @@ void populate(char *p, size_t len) {
 size_t total_bytes(int n, const NodeBlockConfig &c) {
   const size_t fifo = round_up(Fifo::bytes_for(c.fifo_slots, c.fifo_payload), 128);
   const size_t slot = round_up(64 + c.reduce_slot_bytes, 64);  // as slot_stride()
-  return 128 + n * (sizeof(RankArea) + sizeof(MsgCounter) + sizeof(Bell)) + fifo * (1 + n) +
+  return 128 + n * (sizeof(RankArea) + sizeof(MsgCounter) + sizeof(Bell) + sizeof(CallLedger)) +
+         fifo * (1 + n) +
          round_up(static_cast<size_t>(n) * kSlotRounds * slot, 128);
 }
 
@@ -54,6 +55,8 @@ void NodeBlock::layout(char *base, bool init) {
   p += size_ * sizeof(MsgCounter);
   bells_ = reinterpret_cast<Bell *>(p);
   p += size_ * sizeof(Bell);
+  ledgers_ = reinterpret_cast<CallLedger *>(p);
+  p += size_ * sizeof(CallLedger);
   bcast_begin_ = p;
   bcast_ = std::make_unique<Fifo>(p, cfg_.fifo_slots, cfg_.fifo_payload, &cfg_.wait);
   p += fifo;
@@ -66,6 +69,7 @@ void NodeBlock::layout(char *base, bool init) {
     new (&areas_[r]) RankArea{};
     new (&counters_[r]) MsgCounter{};
     new (&bells_[r]) Bell{};
+    new (&ledgers_[r]) CallLedger{};
   }
   for (int r = 0; r < size_; r++)
     for (unsigned k = 0; k < kSlotRounds; k++) new (&slot_header(r, k)) SlotHeader{};

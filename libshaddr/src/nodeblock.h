@@ -39,6 +39,22 @@ struct alignas(128) RankArea {
 };
 static_assert(sizeof(RankArea) == 128);
 
+// The call ledger: before every collective call on a communicator whose calls can go either to
+// libshaddr or to the MPI, each rank records here which call it is (`call`, counted alike on
+// every rank) and what it is (`token`: a digest of the arguments MPI requires to be equal on
+// every rank, or kCallForwarded). A rank that runs the call in libshaddr first waits for every
+// peer's record of it (Comm::agree_call), so no rank starts a libshaddr algorithm that a peer
+// will not join, and a count mismatch is found before anyone copies. `agreed` is the last call
+// this rank saw agreed by all: a peer that is already past call k tells with it whether k was
+// agreed (it then saw this rank's equal token) or not.
+struct alignas(128) CallLedger {
+  std::atomic<uint64_t> call;
+  std::atomic<uint64_t> token;
+  std::atomic<uint64_t> agreed;
+};
+static_assert(sizeof(CallLedger) == 128);
+constexpr uint64_t kCallForwarded = 0;  // the token of a call the rank runs elsewhere
+
 // {base address, bytes written} plus an atomic completion count (seed 000 §IV.C).
 struct alignas(128) MsgCounter {
   std::atomic<uint64_t> base;
@@ -85,6 +101,7 @@ class NodeBlock {
   MsgCounter &counter(int r) { return counters_[r]; }
   // Rank r's doorbell: r rings it after changing its RankArea or MsgCounter (wait.h).
   Bell &bell(int r) { return bells_[r]; }
+  CallLedger &ledger(int r) { return ledgers_[r]; }
   const WaitPolicy &wait_policy() const { return cfg_.wait; }
   // The Bcast FIFO; its pages are mapped in this process on the first use (see populate()).
   Fifo &bcast() {
@@ -116,6 +133,7 @@ class NodeBlock {
   RankArea *areas_ = nullptr;
   MsgCounter *counters_ = nullptr;
   Bell *bells_ = nullptr;
+  CallLedger *ledgers_ = nullptr;
   std::unique_ptr<Fifo> bcast_;
   std::vector<std::unique_ptr<Fifo>> p2p_;
   void map_bcast_fifo();

@@ -147,6 +147,29 @@ SHADDR_API int shaddr_comm_create(const struct shaddr_host *host, shaddr_comm_t 
  */
 SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm);
 
+/* The token of a call that this rank runs in its own MPI instead (shaddr_call_agree()). */
+#define SHADDR_CALL_FORWARDED ((uint64_t)0)
+
+/**
+ * shaddr_call_agree() - record one collective call and agree on it with every rank
+ * @comm: the node communicator
+ * @token: a digest of what MPI requires to be equal on every rank for this call (the
+ *         collective, the root, the bytes of the type signature, a reduction's type and op),
+ *         never 0; or SHADDR_CALL_FORWARDED for a call this rank runs elsewhere
+ *
+ * For a caller that may run a call either in libshaddr or in its own implementation, and takes
+ * that choice from values that should be equal on every rank but, in an erroneous program, are
+ * not (count mismatches). Every rank records every call, in the same order: with
+ * SHADDR_CALL_FORWARDED it returns at once; otherwise it waits for every peer's record of the
+ * same call. Nothing is copied and no buffer is touched.
+ * Return: 0 when every rank recorded @token: the caller may run the libshaddr collective;
+ * -EXDEV on every rank that asked when a token differs or a rank forwarded the call: each of
+ * them runs the call in its own implementation with its own arguments, as the forwarding ranks
+ * do, which then reports the mismatch as it would without libshaddr; -EOWNERDEAD (a peer
+ * died), -EINVAL (NULL @comm).
+ */
+SHADDR_API int shaddr_call_agree(shaddr_comm_t *comm, uint64_t token);
+
 /** shaddr_comm_rank(), shaddr_comm_size() - -EINVAL for NULL. */
 SHADDR_API int shaddr_comm_rank(const shaddr_comm_t *comm);
 SHADDR_API int shaddr_comm_size(const shaddr_comm_t *comm);
