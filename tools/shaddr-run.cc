@@ -55,7 +55,7 @@ read each other's heap buffers by pointer; SHADDR_HEAP=off leaves it out.
 
 Environment: SHADDR_INTERPOSE_DIR overrides where the libraries are looked for (default: the
 build tree next to this program); SHADDR_BACKEND, SHADDR_HEAP, SHADDR_NODES, SHADDR_VERBOSE, ...
-reach the ranks as usual (see the README's settings table).
+reach the ranks as usual (see docs/settings.md).
 )";
 
 [[noreturn]] void die(const std::string &msg) {

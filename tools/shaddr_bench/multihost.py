@@ -94,7 +94,7 @@ def run(args, mpi, hosts, per, label, bench_args, interposer, out_dir):
             done_at = time.time()
         if done_at and time.time() - done_at > 15:
             # The results are written; the MPI library hangs in its own MPI_Finalize (Debian's
-            # MPICH over UCX tcp: README "Across hosts"). End the job: it is ours.
+            # MPICH over UCX tcp: docs/multihost.md). End the job: it is ours.
             note = "job ended by us 15 s after its results were written (hung in MPI_Finalize)"
             os.killpg(p.pid, signal.SIGTERM)
         elif time.time() - t0 > args.timeout:
