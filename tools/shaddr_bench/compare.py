@@ -96,7 +96,7 @@ def contenders(build, ranks):
                          "default backend)", "mpich", env=dict(common, **lib_env), skip=pskip))
     out.append(Contender("mpich-patched-cma", "patched MPICH, shaddr on, cma backend", "mpich",
                          env=dict(on, SHADDR_BACKEND="cma"), skip=pskip))
-    # The shared heap (issue 22) under the patched MPICH: libshaddr-heap.so preloaded in the
+    # The shared heap under the patched MPICH: libshaddr-heap.so preloaded in the
     # ranks only, not in mpiexec (the patched MPICH dlopens libshaddr, which finds the heap by
     # dlsym), shaddr forced, the backend auto: heap+cma here.
     heap_so = os.path.join(build, "libshaddr", "heap", "libshaddr-heap.so")

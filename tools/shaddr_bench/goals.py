@@ -60,7 +60,7 @@ def goals(res, limit, n, where, side=is_default):
         sh, st = sides(coll)
         for s in sorted(x for x in set(sh) & set(st) if x >= 1 << 20):
             if goal is None:
-                # Issue 22's goal: within 1.25x of one cross-core copy of the message (what a
+                # The goal: within 1.25x of one cross-core copy of the message (what a
                 # reader of data another core just wrote can reach); the all-core copy limit
                 # is shown beside it.
                 limit_us = must_move(coll, n, s) / copy_bw(limit, s, "all_core_Bps")
