@@ -18,7 +18,10 @@ help:
 	@echo "make            build shaddr.ko for every installed kernel and the userspace in build/"
 	@echo "make run        set up, build, compare shaddr with stock MPI and the copy limit (short),"
 	@echo "                the module in a VM (or on the host where it can): build/report/"
-	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests"
+	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests;"
+	@echo "                prints what each part cost, ends with \"N passed, N failed\""
+	@echo "make check      the quick loop (minutes): unit tests, the sanitizers' fast subset, one"
+	@echo "                kernel smoke test in the VM"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
 	@echo "make test-full  everything (runner self-tests and DKMS on both kernels, whole MPI matrix)"
 	@echo "make test-mpi-full  the interposer's whole MPI test matrix (hours)"
@@ -31,7 +34,7 @@ help:
 	@echo "make mpich      patched MPICH 4.0.2 (mpich_patch/) into build/mpich (cached)"
 	@echo "make test-mpich MPICH test suite etc. on the patched MPICH, host and VM (ctest -L mpich; ~3.5 h)"
 	@echo "make microbench | microbench-vm   libshaddr core costs, host | VM (JSON in build/)"
-	@echo "make seed001-table  seed 001's segmentation table -> docs/seed001-segmentation.md"
+	@echo "make seed001-table  the Bcast segmentation table -> docs/seed001-segmentation.md"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
 
 # deps: the packages and the debug kernel (tests run on it too). Building needs the packages only;
@@ -85,6 +88,11 @@ run: all mpich
 
 test: deps all userspace-asan userspace-tsan
 	@$(TOP)/tools/shaddr-test unit kmod mpi
+
+# The edit-compile loop: the unit label, the sanitizers' fast subset, the module's suite in one
+# guest of 6.1 (no debug kernel needed).
+check: all userspace-asan userspace-tsan
+	@$(TOP)/tools/shaddr-test check
 
 test-unit: userspace userspace-asan userspace-tsan
 	@$(TOP)/tools/shaddr-test unit
@@ -147,7 +155,8 @@ microbench-vm: all
 			'$(BUILD)/tools/shaddr-microbench --json "$$SHADDR_VM_RESULTS/microbench.json"' || exit 1; \
 	done
 
-# Seed 001's segmentation table measured here, into docs/seed001-segmentation.md.
+# The Bcast segmentation table (message size against SHADDR_CHUNK) measured here, into
+# docs/seed001-segmentation.md.
 seed001-table: userspace
 	@$(TOP)/tools/microbench/seed001-table --build $(BUILD)
 

@@ -26,7 +26,7 @@ void usage(FILE *out) {
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"
                "(%s/*). Exit status 0 if the module answered, 1 otherwise.\n"
                "--settings: every setting (name, kind, default, scope, meaning) instead, and\n"
-               "the value this environment gives it; =markdown: README's settings table.\n",
+               "the value this environment gives it; =markdown: docs/settings.md's table.\n",
                kStatsDir);
 }
 
@@ -81,7 +81,7 @@ std::string kind_of(const shaddr_setting_desc &d) {
   return kind;
 }
 
-// The settings table: README's (markdown) or a plain listing with the values in force.
+// The settings table: docs/settings.md's (markdown) or a plain listing with the values in force.
 int print_settings(bool markdown) {
   shaddr_setting_desc d{};
   if (markdown) {

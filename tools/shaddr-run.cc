@@ -55,7 +55,7 @@ read each other's heap buffers by pointer; SHADDR_HEAP=off leaves it out.
 
 Environment: SHADDR_INTERPOSE_DIR overrides where the libraries are looked for (default: the
 build tree next to this program); SHADDR_BACKEND, SHADDR_HEAP, SHADDR_NODES, SHADDR_VERBOSE, ...
-reach the ranks as usual (see the README's settings table).
+reach the ranks as usual (see docs/settings.md).
 )";
 
 [[noreturn]] void die(const std::string &msg) {
@@ -362,7 +362,7 @@ int main(int argc, char **argv) {
   }
   if (lib.empty())
     die("libshaddr-" + mpi + ".so not found (looked in: " + looked + "); build it first");
-  // libshaddr-heap (issue 22: peers' heap buffers read by pointer) goes first: its malloc must
+  // libshaddr-heap (peers' heap buffers read by pointer: docs/heap.md) goes first: its malloc must
   // come before glibc's and the interposer's dependencies in the lookup order. Next to the
   // interposer when installed, in the build tree's libshaddr/heap otherwise. Without it, or
   // with SHADDR_HEAP=off, the ranks run as before (SHADDR_VERBOSE says why).

@@ -3,8 +3,8 @@
 // and backend, and write them as a tuning file (SHADDR_TUNING_FILE).
 //
 // For each choice libshaddr makes by size, both algorithms are timed over a range of sizes at
-// the given node size; each is fitted to T(s) = alpha + s / beta (least squares, as seed 002's
-// model), and the threshold is where the two lines cross:
+// the given node size; each is fitted to T(s) = alpha + s / beta (least squares, the usual
+// alpha-beta model), and the threshold is where the two lines cross:
 //   SHADDR_BCAST_FIFO_MAX  Bcast FIFO (two copies, no barrier)  vs message counter (one copy)
 //   SHADDR_SLOT_MAX        slots (two copies, no barrier)       vs direct reads (Allgather)
 // With --model it also writes the cost model's lines of libshaddr on this backend (model.<who>.

@@ -1,4 +1,4 @@
-// Tests of libshaddr-heap's semantics (issue 22, "Semantics users rely on"). This binary is
+// Tests of libshaddr-heap's semantics, those users rely on (docs/heap.md). This binary is
 // linked with the heap's objects, so its own malloc is the heap's; settings that must differ
 // (modes, a tiny SHADDR_HEAP_MAX, memfd refusal, LD_PRELOAD, a program's own allocator) run
 // in helper processes (heap_helper.cc, heap_plain.c).

@@ -4,7 +4,7 @@
  * and leaves the MPI library's own PMPI_Finalize ("finalize-probe: rank R entered|left"). By
  * then the program and shaddr's interposer (whose MPI_Finalize releases its state first) are
  * done: a job that hangs after every rank entered is hung inside the MPI library's finalize
- * (Debian's MPICH 4.0.2 over UCX 1.13's tcp transport: see the README, "Across hosts").
+ * (Debian's MPICH 4.0.2 over UCX 1.13's tcp transport: see docs/multihost.md).
  * No MPI header: the symbol is looked up further down the library chain.
  */
 #define _GNU_SOURCE

@@ -245,7 +245,8 @@ TEST_P(Coll, Bcast) {
         << "n=" << n;
 }
 
-// Multi-stream Bcast (seed 004 colors), forced down to small sizes.
+// Multi-stream Bcast (the message cut into streams, each relayed by one rank), forced down to
+// small sizes.
 TEST_P(Coll, BcastMultiStream) {
   setenv("SHADDR_BCAST_STREAMS_MIN", "65536", 1);
   for (int streams : {2, 3})

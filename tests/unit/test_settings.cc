@@ -135,7 +135,7 @@ int create_with(const char *name, const char *rank1_value, int want_err, const c
 }
 
 TEST(Settings, NodeEqualMismatchIsRefusedOnEveryRank) {
-  // The measured hang of issue 24: Bcast FIFO and chunk set on some ranks only.
+  // Bcast FIFO and chunk set on some ranks only: ranks would wait in different protocols.
   EXPECT_EQ(create_with("SHADDR_BCAST_FIFO_MAX", "1024", -EINVAL, "SHADDR_BCAST_FIFO_MAX"), 0);
   EXPECT_EQ(create_with("SHADDR_CHUNK", "64K", -EINVAL, "SHADDR_CHUNK must be equal"), 0);
   EXPECT_EQ(create_with("SHADDR_BACKEND", "cma", -EINVAL, "shm on rank 0 and cma on rank 1"), 0);

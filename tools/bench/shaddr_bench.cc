@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// shaddr-bench: MPI collective latency, measured the way seed 000's Fig. 5 meant it, done right.
+// shaddr-bench: MPI collective latency: every rank leaves the same start line, times its own
+// calls, and the slowest rank's mean is reported.
 //
 // For each collective and size: `--warmup` untimed calls, then `--iters` timed calls, each
 // preceded by a dissemination barrier of empty PMPI_Sendrecv messages (the same start line

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// shaddr-microbench: libshaddr's core costs (issue 5) and seed 001's segmentation table
-// (issue 6), measured on this machine. A benchmark, not a test: it asserts nothing about time.
+// shaddr-microbench: libshaddr's core costs and the Bcast segmentation table
+// (docs/seed001-segmentation.md), measured on this machine. A benchmark, not a test: it asserts nothing about time.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The micro mode: the costs issue 5 asks about, per backend, in one run.
+// The micro mode: libshaddr's core costs per backend (registration cache, copy bandwidth
+// against memcpy, Bcast FIFO throughput), in one run.
 #pragma once
 
 #include <string>

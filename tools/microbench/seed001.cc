@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Seed 001 mode. Two readings of "segmenting the intra-node Bcast", both run by default:
+// The segmentation table (docs/seed001-segmentation.md: Tu et al.'s Table 1, Bcast time
+// against message and segment size). Two readings of "segmenting the intra-node Bcast", both
+// run by default:
 //  - chunk: one shaddr_bcast of the whole message by message counter (FIFO off), with
 //    SHADDR_CHUNK set to the segment size: libshaddr's own pipelining, the unit each reader
 //    copies (on cma, one process_vm_readv) — what SHADDR_CHUNK tunes;
-//  - loop: the seed's Fig. 1 literally, ceil(message / segment) shaddr_bcast calls of one
+//  - loop: the paper's Fig. 1 literally, ceil(message / segment) shaddr_bcast calls of one
 //    segment each (at successive offsets), libshaddr otherwise at its defaults.
-// The method is seed 000's Fig. 5 and shaddr-tune's: barrier, time one call on every rank, take
-// the slowest rank, median over iterations.
+// The method is shaddr-tune's: barrier, time one call on every rank, take the slowest rank,
+// median over iterations.
 #include "seed001.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Seed 001's Table 1 on this machine: intra-node Bcast time against message size and segment
-// size, with segment sizes taken from the seed's table and from this machine's caches.
+// The segmentation table on this machine (docs/seed001-segmentation.md): intra-node Bcast time
+// against message size and segment size, with segment sizes taken from the paper's table and
+// from this machine's caches.
 #pragma once
 
 #include <string>

@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: MIT
+"""Synthetic benchmark records for the tests: shaddr-bench results and shaddr-compare
+contender records with times chosen by the test, and a copy limit."""
+
+COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier", "pingpong"]
+SIZES = [8, 256, 4096, 65536, 1 << 20, 4 << 20]
+
+
+def result(coll, size, t, **extra):
+    """One shaddr-bench result: max/min/avg times around t (us)."""
+    r = {"coll": coll, "bytes": 0 if coll == "barrier" else size, "iters": 10, "warmup": 2,
+         "t_max_us": t, "t_min_us": t * 0.9, "t_avg_us": t * 0.95, "first_call_us": t * 3,
+         "errors": 0}
+    r.update(extra)
+    return r
+
+
+def bench_doc(times, ranks=2, label="x", validation="passed", errors=0):
+    """A shaddr-bench document; times(coll, size) -> us."""
+    res = []
+    for coll in COLLS:
+        for s in ([0] if coll == "barrier" else SIZES):
+            res.append(result(coll, s, times(coll, s)))
+    return {"tool": "shaddr-bench", "label": label, "mpi": "Synthetic MPI", "host": "h",
+            "ranks": ranks, "mode": "plain", "validation": validation, "errors": errors,
+            "results": res}
+
+
+def contender(times, status="ok", ref=25e9, churn=None):
+    """A shaddr-compare contender record (one round) whose main pass takes times(coll, size)."""
+    rec = {"desc": "synthetic", "mpi": "mpich", "env": {}, "status": status,
+           "cross_core_ref_Bps": ref, "passes": {"main": bench_doc(times)}}
+    if churn is not None:
+        rec["passes"]["churn"] = churn
+    return rec
+
+
+def copy_limit(all_core_gbs=20.0, cross_core_gbs=10.0, one_core_gbs=15.0):
+    """shaddr-copy-limit's document: the same bandwidth at every size (GB/s)."""
+    rows = [{"bytes": s, "one_core_Bps": one_core_gbs * 1e9, "all_core_Bps": all_core_gbs * 1e9,
+             "cross_core_Bps": cross_core_gbs * 1e9} for s in [8 << i for i in range(0, 24)]]
+    return {"threads": 2, "results": rows}
