@@ -227,7 +227,7 @@ constexpr SettingDef kSettings[] = {
           "the MPI suites never run on `debug`"),
     other("SHADDR_DEBUG_KERNEL_SLOWDOWN", "CMake cache", "`4`",
           "factor on the time limits of the debug kernel's guests"),
-    other("SHADDR_KMOD_BATCH_KERNELS", "CMake cache", "`debug`",
+    other("SHADDR_KMOD_BATCH_KERNELS", "CMake cache", "`6.1 6.12 debug`",
           "kernels whose module tests share one guest per label (`tools/shaddr-vm --batch`: "
           "`kmod.<kernel>.guest`, each test the verdict on its part)"),
     other("KDIR", "make variable", "every `/lib/modules/*/build` and the debug kernel's tree",
