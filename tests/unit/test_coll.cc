@@ -555,6 +555,50 @@ struct VLayout {
   }
 };
 
+// The call ledger (shaddr_call_agree): equal tokens agree; a differing token or a forwarded
+// call makes every rank that asks get -EXDEV, including ranks that find their peers already past
+// the call (a forwarding rank runs ahead without waiting), and the ledger stays in step after.
+TEST_P(Coll, CallLedgerAgreesOnlyOnEqualTokens) {
+  for (int n : node_sizes()) {
+    if (n < 2) continue;
+    EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+                for (int k = 0; k < 40; k++) {
+                  // Rounds: 0 all equal; 1 the last rank's token differs; 2 the last rank
+                  // forwards; 3 rank 0 forwards three calls in a row while the others ask on
+                  // the first; then everyone agrees again.
+                  const int kind = k % 4;
+                  const uint64_t token = 0x1234 + k;
+                  if (kind == 0) {
+                    REQUIRE(shaddr_call_agree(c, token) == 0, 1, "round %d: equal tokens", k);
+                  } else if (kind == 1) {
+                    const int rc = shaddr_call_agree(c, rank == size - 1 ? token + 1 : token);
+                    REQUIRE(rc == -EXDEV, 2, "round %d: a differing token gave %d", k, rc);
+                  } else if (kind == 2) {
+                    const int rc = shaddr_call_agree(
+                        c, rank == size - 1 ? SHADDR_CALL_FORWARDED : token);
+                    REQUIRE(rank == size - 1 ? rc == 0 : rc == -EXDEV, 3,
+                            "round %d: a forwarded call gave %d", k, rc);
+                  } else {
+                    if (rank == 0) {
+                      for (int f = 0; f < 3; f++)
+                        REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 4, "forward");
+                    } else {
+                      REQUIRE(shaddr_call_agree(c, token) == -EXDEV, 5,
+                              "round %d: the peer forwarded and ran ahead", k);
+                      REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 6, "forward");
+                      REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 7, "forward");
+                    }
+                  }
+                  // Interleaved with collectives: the ledger is apart from their sequence.
+                  REQUIRE(shaddr_barrier(c) == 0, 8, "barrier");
+                }
+                return 0;
+              }),
+              0)
+        << "n=" << n;
+  }
+}
+
 TEST_P(Coll, GatherScatter) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
