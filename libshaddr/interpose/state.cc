@@ -26,6 +26,11 @@ int g_keyval = MPI_KEYVAL_INVALID;
 uint64_t g_seq = 0;
 std::map<uint64_t, State *> g_live;  // seq -> state, for finalize
 shaddr_interpose_stats g_stats{};
+// Where libshaddr's waits drive MPI's progress engine: a receive that never matches (on a
+// private communicator of this process alone, on which nothing is ever sent), tested.
+MPI_Comm g_progress_comm = MPI_COMM_NULL;
+MPI_Request g_progress_req = MPI_REQUEST_NULL;
+int g_progress_buf = 0;
 // The last communicator looked up and its state: most programs call collectives on one
 // communicator in a row, and the attribute lookup was most of a forwarded call's cost. Cleared
 // when that state is deleted (MPI_Comm_free, MPI_Comm_disconnect, MPI_Finalize), before its
@@ -341,6 +346,40 @@ void build(State *s) {
   s->usable = true;
 }
 
+// libshaddr's progress callback (shaddr_set_progress). Testing a request that is not complete
+// runs one pass of the whole progress engine on both MPIs (MPICH: MPID_Progress_test, Open MPI:
+// opal_progress), which serves one-sided operations aimed at this rank and others' messages.
+// (MPI_Iprobe on a communicator of one rank does not: MPICH's ch4 answers it without
+// progressing its active messages.)
+void mpi_progress(void *) {
+  int flag = 0;
+  PMPI_Test(&g_progress_req, &flag, MPI_STATUS_IGNORE);
+}
+
+void start_progress() {
+  if (PMPI_Comm_dup(MPI_COMM_SELF, &g_progress_comm) != MPI_SUCCESS) {
+    g_progress_comm = MPI_COMM_NULL;
+  } else if (PMPI_Irecv(&g_progress_buf, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG,
+                        g_progress_comm, &g_progress_req) != MPI_SUCCESS) {
+    PMPI_Comm_free(&g_progress_comm);
+    g_progress_req = MPI_REQUEST_NULL;
+  }
+  if (g_progress_req == MPI_REQUEST_NULL) {
+    say(nullptr, "no request to progress MPI with: libshaddr's waits will not progress "
+                 "other MPI operations");
+    return;
+  }
+  shaddr_set_progress(mpi_progress, nullptr);
+}
+
+void stop_progress() {
+  if (g_progress_req == MPI_REQUEST_NULL) return;
+  shaddr_set_progress(nullptr, nullptr);
+  PMPI_Cancel(&g_progress_req);
+  PMPI_Wait(&g_progress_req, MPI_STATUS_IGNORE);
+  PMPI_Comm_free(&g_progress_comm);
+}
+
 }  // namespace
 
 const Settings &settings() { return g_settings; }
@@ -391,6 +430,7 @@ void init_globals(bool at_init) {
     g_off = true;
     g_off_why = "MPI_Comm_create_keyval failed";
   }
+  if (!g_off) start_progress();
   if (g_settings.verify && g_off) {
     int r = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -464,6 +504,7 @@ void finalize_all() {
     State *s = std::prev(g_live.end())->second;
     release(s);  // the struct stays with the attribute; MPI deletes it at finalize or never
   }
+  stop_progress();
 }
 
 void count_accel(shaddr_interpose_call c, const State &s) {
