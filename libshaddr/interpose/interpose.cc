@@ -41,10 +41,13 @@ struct Call {
 // A call goes to PMPI_* where libshaddr's selection, asked when the communicator's state was
 // made (State::lib_for), says stock MPI is faster, or below a SHADDR_INTERPOSE_MIN_<CALL> set
 // by the user.
-bool small(const State &s, const Call &c, size_t bytes) {
+// A call for libshaddr sets the communicator up if that was not done yet (ensure_built: the same
+// call on every rank, as the answer is); forwarded if that failed.
+bool small(State &s, const Call &c, size_t bytes) {
   if (bytes == 0) return true;
-  if (settings().min_set[c.which]) return bytes < settings().min_bytes[c.which];
-  return !s.lib_for(c.which, bytes);
+  const bool lib = settings().min_set[c.which] ? bytes >= settings().min_bytes[c.which]
+                                               : s.lib_for(c.which, bytes);
+  return !lib || !ensure_built(s);
 }
 
 // True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
@@ -239,7 +242,7 @@ namespace shaddr::interpose::impl {
 int barrier(MPI_Comm comm) {
   Call c(SHADDR_IP_BARRIER);
   State *s = state_of(comm);
-  if (!s) return c.forward(PMPI_Barrier(comm));
+  if (!s || !ensure_built(*s)) return c.forward(PMPI_Barrier(comm));
   if (s->multi()) {
     bool fb = false;
     return hier_done(*s, c, hier_barrier(*s, &fb), &fb);
