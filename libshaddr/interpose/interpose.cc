@@ -44,7 +44,7 @@ struct Call {
 // A call for libshaddr sets the communicator up if that was not done yet (ensure_built: the same
 // call on every rank, as the answer is); forwarded if that failed.
 bool small(State &s, const Call &c, size_t bytes) {
-  if (bytes == 0) return true;
+  if (bytes == 0 || settings().forward[c.which]) return true;
   const bool lib = settings().min_set[c.which] ? bytes >= settings().min_bytes[c.which]
                                                : s.lib_for(c.which, bytes);
   return !lib || !ensure_built(s);
@@ -242,7 +242,8 @@ namespace shaddr::interpose::impl {
 int barrier(MPI_Comm comm) {
   Call c(SHADDR_IP_BARRIER);
   State *s = state_of(comm);
-  if (!s || !ensure_built(*s)) return c.forward(PMPI_Barrier(comm));
+  if (!s || settings().forward[c.which] || !ensure_built(*s))
+    return c.forward(PMPI_Barrier(comm));
   if (s->multi()) {
     bool fb = false;
     return hier_done(*s, c, hier_barrier(*s, &fb), &fb);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <map>
 
@@ -195,9 +196,50 @@ std::string describe_sizes(const State &s) {
   return out;
 }
 
+// SHADDR_INTERPOSE_FORWARD: the calls named are always forwarded (small(), barrier()). The
+// v-calls without a size (Gatherv, Scatterv, Alltoallv) are not among the names: their path
+// does not pass there. 0, or -EINVAL with *why.
+int read_forward(SettingsReader &in, Settings *st, std::string *why) {
+  static const struct {
+    const char *name;
+    shaddr_interpose_call call;
+  } names[] = {
+      {"barrier", SHADDR_IP_BARRIER},     {"bcast", SHADDR_IP_BCAST},
+      {"reduce", SHADDR_IP_REDUCE},       {"allreduce", SHADDR_IP_ALLREDUCE},
+      {"gather", SHADDR_IP_GATHER},       {"scatter", SHADDR_IP_SCATTER},
+      {"allgather", SHADDR_IP_ALLGATHER}, {"allgatherv", SHADDR_IP_ALLGATHERV},
+      {"alltoall", SHADDR_IP_ALLTOALL},
+  };
+  const std::string list = in.text("SHADDR_INTERPOSE_FORWARD", "");
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    std::string w = list.substr(at, end - at);
+    w.erase(0, w.find_first_not_of(" \t"));
+    w.erase(w.find_last_not_of(" \t") + 1);
+    for (char &ch : w) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    at = end + 1;
+    if (w.empty()) continue;
+    bool known = false;
+    for (const auto &n : names)
+      if (w == n.name || w == "all") {
+        st->forward[n.call] = true;
+        known = true;
+      }
+    if (!known) {
+      *why = "SHADDR_INTERPOSE_FORWARD: unknown call `" + w + "` (barrier, bcast, reduce, "
+             "allreduce, gather, scatter, allgather, allgatherv, alltoall, all)";
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 // The interposer's settings (settings_table.cc), read once. Returns the first error.
 int read_settings(Settings *st, std::string *why) {
   SettingsReader in;
+  if (int err = read_forward(in, st, why)) return err;
   st->verbose = shaddr::verbose();
   st->nodes = static_cast<int>(in.size("SHADDR_NODES", 0));
   read_thresholds(in, st);

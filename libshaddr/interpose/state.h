@@ -95,6 +95,7 @@ struct Settings {
   // shaddr_select answers. Indexed by shaddr_interpose_call.
   size_t min_bytes[SHADDR_IP_COUNT] = {};
   bool min_set[SHADDR_IP_COUNT] = {};
+  bool forward[SHADDR_IP_COUNT] = {};  // SHADDR_INTERPOSE_FORWARD: always PMPI_*
   size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
   size_t mesh_max = 64;        // SHADDR_INTERPOSE_MESH_MAX: Alltoall blocks up to this many
                                // bytes go through the leaders' 2D virtual mesh

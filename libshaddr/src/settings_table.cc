@@ -126,6 +126,11 @@ constexpr SettingDef kSettings[] = {
           "ranks), so the multi-node hierarchy runs on one machine; `0`/`1`: real nodes"),
     typed("SHADDR_INTERPOSE", T::kBool, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "`1`",
           "`0`: the interposer forwards every call to `PMPI_*`"),
+    typed("SHADDR_INTERPOSE_FORWARD", T::kText, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "—",
+          "interposer: calls forwarded to `PMPI_*` whatever their size, a comma-separated list "
+          "of `barrier`, `bcast`, `reduce`, `allreduce`, `gather`, `scatter`, `allgather`, "
+          "`allgatherv`, `alltoall` (or `all`); e.g. `barrier` for a program whose barriers "
+          "must be MPI's own. An unknown name turns the interposer off"),
     typed("SHADDR_INTERPOSE_MIN", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
           "— (the selection)",
           "interposer: sets every `SHADDR_INTERPOSE_MIN_<CALL>` at once (`0`: every non-empty "
