@@ -471,9 +471,10 @@ void apply_profile(const Profile &p, State *s) {
   for (const auto &[at, f] : p.flips) s->flip[at / 64][at % 64] = f;
 }
 
-// After a set-up: the counters, and what SHADDR_VERBOSE=1 (or a wrong setting) has to say.
-void after_build(State *s) {
-  if (g_settings.verbose && s->rank == 0) {
+// After a set-up: what SHADDR_VERBOSE=1 (or a wrong setting) has to say; @fresh: a new one
+// was made (not the live one of the group taken).
+void after_build(State *s, bool fresh) {
+  if (g_settings.verbose && s->rank == 0 && fresh) {
     if (s->usable)
       std::fprintf(stderr,
                    "shaddr-interpose: communicator of %d ranks: %d node(s)%s, backend %s\n",
@@ -553,14 +554,15 @@ void attach(State *s, Shared *sh) {
 
 // Sets up @s: the live set-up of its group if there is one (no communication), else a new one
 // (collective over s->comm). @keep_selection: s's selection came from the group's profile.
-void set_up(State *s, bool keep_selection) {
+// Returns whether a new set-up was made.
+bool set_up(State *s, bool keep_selection) {
   s->built = true;
   s->usable = false;
   if (!s->key.empty()) {
     auto it = g_shared.find(s->key);
     if (it != g_shared.end()) {
       attach(s, it->second);
-      return;
+      return false;
     }
   }
   auto *sh = new Shared;
@@ -579,12 +581,13 @@ void set_up(State *s, bool keep_selection) {
   std::memcpy(s->flip, h.flip, sizeof s->flip);
   if (!h.usable) {  // every rank alike (build agrees)
     delete sh;
-    return;
+    return true;
   }
   sh->seq = ++g_seq;
   g_live[sh->seq] = sh;
   if (!h.key.empty()) g_shared[h.key] = sh;
   attach(s, sh);
+  return true;
 }
 
 }  // namespace
@@ -692,9 +695,9 @@ State *state_of(MPI_Comm comm) {
       apply_profile(it->second, s);
       s->built = !s->usable;  // nothing to set up where every call is forwarded
     } else {
-      set_up(s, false);
+      const bool fresh = set_up(s, false);
       save_profile(*s, s->key);
-      after_build(s);
+      after_build(s, fresh);
     }
   }
   PMPI_Comm_set_attr(comm, g_keyval, s);
@@ -704,8 +707,8 @@ State *state_of(MPI_Comm comm) {
 
 bool ensure_built(State &s) {
   if (s.built) return s.usable;
-  set_up(&s, true);
-  after_build(&s);
+  const bool fresh = set_up(&s, true);
+  after_build(&s, fresh);
   return s.usable;
 }
 
