@@ -305,6 +305,15 @@ void release_handles(State *s) {
   if (s->node != MPI_COMM_NULL) PMPI_Comm_free(&s->node);
 }
 
+bool world_group_key(const std::vector<int> &key) {
+  int world_size = 0;
+  PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (key.size() != static_cast<size_t>(world_size)) return false;
+  for (size_t i = 0; i < key.size(); i++)
+    if (key[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
 // A user communicator's state lets go of its set-up; the last one frees it (collective, as
 // MPI_Comm_free and MPI_Finalize are).
 void release(State *s) {
@@ -316,6 +325,10 @@ void release(State *s) {
   s->node = s->leaders = s->mesh_row = s->mesh_col = MPI_COMM_NULL;
   g_stats.comms_freed++;
   if (--sh->refs > 0) return;
+  // MPI_COMM_WORLD's group keeps its set-up until MPI_Finalize: duplicates of MPI_COMM_WORLD,
+  // made and freed again and again (libraries do), then take it without communicating. The
+  // same on every rank (every rank is in MPI_COMM_WORLD's group and frees in the same order).
+  if (world_group_key(sh->h.key)) return;
   g_live.erase(sh->seq);
   auto it = g_shared.find(sh->h.key);
   if (it != g_shared.end() && it->second == sh) g_shared.erase(it);
