@@ -100,6 +100,13 @@ static int forwarded_by_setting(const char *call) {
 	return 0;
 }
 
+static int counting = 1;
+static int stats_none(struct shaddr_interpose_stats *st) {
+	memset(st, 0, sizeof *st);
+	counting = 0;
+	return 0;
+}
+
 static const char *name(int which) {
 	static const char *const names[SHADDR_IP_COUNT] = {
 		"Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
@@ -113,7 +120,12 @@ int main(int argc, char **argv) {
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	const char *t = getenv("PROGRESS_RMA_TIMEOUT");
 	signal(SIGALRM, on_alarm);
+	/* PROGRESS_RMA_NO_STATS=1: no interposer to ask (the patched MPICH runs libshaddr
+	 * itself); only the hang and the data are checked. */
+	const char *no_stats = getenv("PROGRESS_RMA_NO_STATS");
 	*(void **)&get_stats = dlsym(RTLD_DEFAULT, "shaddr_interpose_get_stats");
+	if (no_stats && atoi(no_stats))
+		get_stats = stats_none;
 	if (!get_stats) {
 		fprintf(stderr, "progress_rma: rank %d: the interposer is not loaded\n", rank);
 		MPI_Abort(MPI_COMM_WORLD, 1);
@@ -166,7 +178,9 @@ int main(int argc, char **argv) {
 				*p = (char)(*p | 0x20);
 			const int lib = after.accelerated[which] + after.fallbacks[which] !=
 					before.accelerated[which] + before.fallbacks[which];
-			if (forwarded_by_setting(lower)) {
+			if (!counting) {
+				/* nothing to compare */
+			} else if (forwarded_by_setting(lower)) {
 				/* SHADDR_INTERPOSE_FORWARD names it: MPI's own, whatever the size. */
 				if (lib || after.forwarded[which] == before.forwarded[which]) {
 					fprintf(stderr, "progress_rma: rank %d: %s of %zu bytes was not "
