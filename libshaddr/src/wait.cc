@@ -26,8 +26,10 @@ std::atomic<int> g_node_ranks{0};
 struct ProgressHook {
   ProgressFn fn;
   void *ctx;
+  const ProgressHook *older;  // every hook made stays reachable (no leak reported at exit)
 };
 std::atomic<const ProgressHook *> g_progress{nullptr};
+std::atomic<const ProgressHook *> g_hooks{nullptr};  // the newest hook made
 thread_local bool t_in_progress = false;
 
 int env_int(const char *name) {
@@ -53,7 +55,10 @@ void set_progress(ProgressFn fn, void *ctx) {
   }
   if (old && old->fn == fn && old->ctx == ctx) return;
   // Kept for the life of the process: set once by a host, rarely changed.
-  g_progress.store(new ProgressHook{fn, ctx}, std::memory_order_release);
+  auto *h = new ProgressHook{fn, ctx, g_hooks.load(std::memory_order_acquire)};
+  while (!g_hooks.compare_exchange_weak(h->older, h, std::memory_order_acq_rel)) {
+  }
+  g_progress.store(h, std::memory_order_release);
 }
 
 bool progress_set() { return g_progress.load(std::memory_order_relaxed) != nullptr; }
