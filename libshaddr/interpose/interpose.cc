@@ -40,9 +40,9 @@ struct Call {
 
 // A call goes to PMPI_* where libshaddr's selection, asked when the communicator's state was
 // made (State::lib_for), says stock MPI is faster, or below a SHADDR_INTERPOSE_MIN_<CALL> set
-// by the user.
-// A call for libshaddr sets the communicator up if that was not done yet (ensure_built: the same
-// call on every rank, as the answer is); forwarded if that failed.
+// by the user, or always where SHADDR_INTERPOSE_FORWARD names the call. A call for libshaddr
+// sets the communicator up if that was not done yet (ensure_built: the same call on every
+// rank, as the answer is); forwarded if that failed.
 bool small(State &s, const Call &c, size_t bytes) {
   if (bytes == 0 || settings().forward[c.which]) return true;
   const bool lib = settings().min_set[c.which] ? bytes >= settings().min_bytes[c.which]
