@@ -53,8 +53,9 @@ struct Call {
   shaddr_interpose_call which;
   State *s;
   Call(shaddr_interpose_call w, State *st) : which(w), s(st) {}
-  // The hierarchy's phases are not recorded: they run on one node only with SHADDR_NODES.
-  shaddr_comm_t *ledger() const { return s && s->sc && !s->multi() ? s->sc : nullptr; }
+  // The ledger of this call's node communicator, where one exists without communicating
+  // (ledger_comm); the hierarchy's phases are not recorded.
+  shaddr_comm_t *ledger() const { return s ? ledger_comm(*s) : nullptr; }
   // Runs the call in PMPI_*; the peers learn it before this rank blocks there.
   template <typename Run>
   int forward(Run &&run) {
@@ -77,11 +78,14 @@ struct Call {
 
 // A call goes to PMPI_* where libshaddr's selection, asked when the communicator's state was
 // made (State::lib_for), says stock MPI is faster, or below a SHADDR_INTERPOSE_MIN_<CALL> set
-// by the user.
-bool small(const State &s, const Call &c, size_t bytes) {
-  if (bytes == 0) return true;
-  if (settings().min_set[c.which]) return bytes < settings().min_bytes[c.which];
-  return !s.lib_for(c.which, bytes);
+// by the user, or always where SHADDR_INTERPOSE_FORWARD names the call. A call for libshaddr
+// sets the communicator up if that was not done yet (ensure_built: the same call on every
+// rank, as the answer is); forwarded if that failed.
+bool small(State &s, const Call &c, size_t bytes) {
+  if (bytes == 0 || settings().forward[c.which]) return true;
+  const bool lib = settings().min_set[c.which] ? bytes >= settings().min_bytes[c.which]
+                                               : s.lib_for(c.which, bytes);
+  return !lib || !ensure_built(s);
 }
 
 // True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
@@ -276,7 +280,8 @@ namespace shaddr::interpose::impl {
 int barrier(MPI_Comm comm) {
   State *s = state_of(comm);
   Call c(SHADDR_IP_BARRIER, s);
-  if (!s) return c.forward([&] { return PMPI_Barrier(comm); });
+  if (!s || settings().forward[c.which] || !ensure_built(*s))
+    return c.forward([&] { return PMPI_Barrier(comm); });
   if (s->multi()) {
     bool fb = false;
     return hier_done(*s, c, hier_barrier(*s, &fb), &fb);

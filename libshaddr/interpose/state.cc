@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <map>
 
@@ -24,8 +25,38 @@ bool g_off = false;            // forward everything (MPI_THREAD_MULTIPLE, SHADD
 std::string g_off_why;
 int g_keyval = MPI_KEYVAL_INVALID;
 uint64_t g_seq = 0;
-std::map<uint64_t, State *> g_live;  // seq -> state, for finalize
 shaddr_interpose_stats g_stats{};
+// Where libshaddr's waits drive MPI's progress engine: a receive that never matches (on a
+// private communicator of this process alone, on which nothing is ever sent), tested.
+MPI_Comm g_progress_comm = MPI_COMM_NULL;
+MPI_Request g_progress_req = MPI_REQUEST_NULL;
+int g_progress_buf = 0;
+// What a set-up found for a group of processes (key: their MPI_COMM_WORLD ranks in the
+// group's order), so that the next communicator of the same group knows its selection without
+// communicating. Made by collective set-ups only, never dropped: the same entries on every rank
+// of a group when one of its communicators makes its first collective call. Small: the flips
+// are a few.
+struct Profile {
+  bool usable = false;
+  bool config_error = false;
+  std::string why;
+  uint64_t use_lib[SHADDR_IP_COUNT] = {};
+  std::vector<std::pair<uint32_t, uint64_t>> flips;  // (call * 64 + k, flip[call][k] != 0)
+};
+std::map<std::vector<int>, Profile> g_profiles;
+}  // namespace
+
+// A set-up proper, shared by the live communicators of one group (state.h).
+struct Shared {
+  State h;  // the hierarchy, the internal communicators, libshaddr's node communicator
+  int refs = 0;
+  uint64_t seq = 0;  // creation order: finalize frees in reverse
+};
+
+namespace {
+std::map<std::vector<int>, Shared *> g_shared;  // live set-ups by group (shareable groups)
+std::map<uint64_t, Shared *> g_live;            // every live set-up by seq, for finalize
+MPI_Group g_world_group = MPI_GROUP_NULL;
 // The last communicator looked up and its state: most programs call collectives on one
 // communicator in a row, and the attribute lookup was most of a forwarded call's cost. Cleared
 // when that state is deleted (MPI_Comm_free, MPI_Comm_disconnect, MPI_Finalize), before its
@@ -165,9 +196,50 @@ std::string describe_sizes(const State &s) {
   return out;
 }
 
+// SHADDR_INTERPOSE_FORWARD: the calls named are always forwarded (small(), barrier()). The
+// v-calls without a size (Gatherv, Scatterv, Alltoallv) are not among the names: their path
+// does not pass there. 0, or -EINVAL with *why.
+int read_forward(SettingsReader &in, Settings *st, std::string *why) {
+  static const struct {
+    const char *name;
+    shaddr_interpose_call call;
+  } names[] = {
+      {"barrier", SHADDR_IP_BARRIER},     {"bcast", SHADDR_IP_BCAST},
+      {"reduce", SHADDR_IP_REDUCE},       {"allreduce", SHADDR_IP_ALLREDUCE},
+      {"gather", SHADDR_IP_GATHER},       {"scatter", SHADDR_IP_SCATTER},
+      {"allgather", SHADDR_IP_ALLGATHER}, {"allgatherv", SHADDR_IP_ALLGATHERV},
+      {"alltoall", SHADDR_IP_ALLTOALL},
+  };
+  const std::string list = in.text("SHADDR_INTERPOSE_FORWARD", "");
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    std::string w = list.substr(at, end - at);
+    w.erase(0, w.find_first_not_of(" \t"));
+    w.erase(w.find_last_not_of(" \t") + 1);
+    for (char &ch : w) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    at = end + 1;
+    if (w.empty()) continue;
+    bool known = false;
+    for (const auto &n : names)
+      if (w == n.name || w == "all") {
+        st->forward[n.call] = true;
+        known = true;
+      }
+    if (!known) {
+      *why = "SHADDR_INTERPOSE_FORWARD: unknown call `" + w + "` (barrier, bcast, reduce, "
+             "allreduce, gather, scatter, allgather, allgatherv, alltoall, all)";
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 // The interposer's settings (settings_table.cc), read once. Returns the first error.
 int read_settings(Settings *st, std::string *why) {
   SettingsReader in;
+  if (int err = read_forward(in, st, why)) return err;
   st->verbose = shaddr::verbose();
   st->nodes = static_cast<int>(in.size("SHADDR_NODES", 0));
   read_thresholds(in, st);
@@ -216,8 +288,9 @@ void add_comm_stats(const State &s, bool live, shaddr_interpose_stats *out) {
   if (live) out->bytes_mapped += st.bytes_mapped;
 }
 
-// Collective over s->comm's nodes: releases libshaddr and the internal communicators.
-void release(State *s) {
+// Collective over s->comm's nodes: releases libshaddr and the internal communicators of a
+// set-up (Shared::h).
+void release_handles(State *s) {
   if (s->freed) return;
   s->freed = true;
   if (s->sc) {
@@ -230,10 +303,37 @@ void release(State *s) {
   if (s->mesh_col != MPI_COMM_NULL) PMPI_Comm_free(&s->mesh_col);
   if (s->leaders != MPI_COMM_NULL) PMPI_Comm_free(&s->leaders);
   if (s->node != MPI_COMM_NULL) PMPI_Comm_free(&s->node);
-  if (s->seq) {
-    g_live.erase(s->seq);
-    g_stats.comms_freed++;
-  }
+}
+
+bool world_group_key(const std::vector<int> &key) {
+  int world_size = 0;
+  PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (key.size() != static_cast<size_t>(world_size)) return false;
+  for (size_t i = 0; i < key.size(); i++)
+    if (key[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+// A user communicator's state lets go of its set-up; the last one frees it (collective, as
+// MPI_Comm_free and MPI_Finalize are).
+void release(State *s) {
+  Shared *sh = s->shared;
+  if (!sh) return;
+  s->shared = nullptr;
+  s->freed = true;
+  s->sc = nullptr;
+  s->node = s->leaders = s->mesh_row = s->mesh_col = MPI_COMM_NULL;
+  g_stats.comms_freed++;
+  if (--sh->refs > 0) return;
+  // MPI_COMM_WORLD's group keeps its set-up until MPI_Finalize: duplicates of MPI_COMM_WORLD,
+  // made and freed again and again (libraries do), then take it without communicating. The
+  // same on every rank (every rank is in MPI_COMM_WORLD's group and frees in the same order).
+  if (world_group_key(sh->h.key)) return;
+  g_live.erase(sh->seq);
+  auto it = g_shared.find(sh->h.key);
+  if (it != g_shared.end() && it->second == sh) g_shared.erase(it);
+  release_handles(&sh->h);
+  delete sh;
 }
 
 int delete_cb(MPI_Comm, int, void *attr, void *) {
@@ -246,10 +346,11 @@ int delete_cb(MPI_Comm, int, void *attr, void *) {
 
 // Builds the hierarchy of s->comm. Collective over s->comm; every rank reaches the same
 // s->usable (the last step agrees on it with an allreduce).
-void build(State *s) {
+// @keep_selection: s->use_lib/flip came from the group's profile and decided calls already:
+// kept as they are.
+void build(State *s, bool keep_selection) {
   MPI_Comm comm = s->comm;
-  PMPI_Comm_rank(comm, &s->rank);
-  PMPI_Comm_size(comm, &s->size);
+  s->built = true;
   if (s->size == 1) {
     s->why = "one rank";
     return;
@@ -333,12 +434,173 @@ void build(State *s) {
   PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
   if (!all_ok) {
     if (s->why.empty()) s->why = "shaddr_comm_create failed on another node";
-    release(s);
-    s->freed = false;  // nothing is left to free; the attribute still owns the struct
+    release_handles(s);
     return;
   }
-  choose_sizes(s);
+  if (!keep_selection) choose_sizes(s);
   s->usable = true;
+}
+
+// The MPI_COMM_WORLD ranks of @comm's group, in its order; empty when some are not in
+// MPI_COMM_WORLD (they would not be named alike on every rank).
+std::vector<int> group_key(MPI_Comm comm, int size) {
+  std::vector<int> key;
+  if (comm == MPI_COMM_WORLD) {
+    key.resize(static_cast<size_t>(size));
+    for (int i = 0; i < size; i++) key[i] = i;
+    return key;
+  }
+  if (g_world_group == MPI_GROUP_NULL) return key;
+  MPI_Group g;
+  if (PMPI_Comm_group(comm, &g) != MPI_SUCCESS) return key;
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int i = 0; i < size; i++) ranks[i] = i;
+  key.resize(static_cast<size_t>(size));
+  const int rc = PMPI_Group_translate_ranks(g, size, ranks.data(), g_world_group, key.data());
+  PMPI_Group_free(&g);
+  for (int r : key)
+    if (rc != MPI_SUCCESS || r == MPI_UNDEFINED) return {};
+  return key;
+}
+
+void save_profile(const State &s, const std::vector<int> &key) {
+  if (key.empty()) return;
+  Profile &p = g_profiles[key];
+  p.usable = s.usable;
+  p.config_error = s.config_error;
+  p.why = s.why;
+  std::copy(std::begin(s.use_lib), std::end(s.use_lib), p.use_lib);
+  p.flips.clear();
+  for (uint32_t c = 0; c < SHADDR_IP_COUNT; c++)
+    for (uint32_t k = 0; k < 64; k++)
+      if (s.flip[c][k]) p.flips.emplace_back(c * 64 + k, s.flip[c][k]);
+}
+
+void apply_profile(const Profile &p, State *s) {
+  s->usable = p.usable;
+  s->config_error = p.config_error;
+  s->why = p.why;
+  std::copy(std::begin(p.use_lib), std::end(p.use_lib), s->use_lib);
+  for (const auto &[at, f] : p.flips) s->flip[at / 64][at % 64] = f;
+}
+
+// After a set-up: what SHADDR_VERBOSE=1 (or a wrong setting) has to say; @fresh: a new one
+// was made (not the live one of the group taken).
+void after_build(State *s, bool fresh) {
+  if (g_settings.verbose && s->rank == 0 && fresh) {
+    if (s->usable)
+      std::fprintf(stderr,
+                   "shaddr-interpose: communicator of %d ranks: %d node(s)%s, backend %s\n",
+                   s->size, s->nnodes, g_settings.nodes > 1 ? " (SHADDR_NODES)" : "",
+                   s->sc ? shaddr_comm_backend(s->sc) : "-");
+    if (s->usable)
+      std::fprintf(stderr, "shaddr-interpose: libshaddr for these sizes (bytes, [from-to)), else PMPI_*: %s\n",
+                   describe_sizes(*s).c_str());
+  }
+  static bool config_error_said = false;  // unasked: once per process
+  if (!s->usable && s->rank == 0 &&
+      (g_settings.verbose || (s->config_error && !config_error_said))) {
+    std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: forwarded (%s)\n", s->size,
+                 s->why.c_str());
+    config_error_said = config_error_said || s->config_error;
+  }
+}
+
+// libshaddr's progress callback (shaddr_set_progress). Testing a request that is not complete
+// runs one pass of the whole progress engine on both MPIs (MPICH: MPID_Progress_test, Open MPI:
+// opal_progress), which serves one-sided operations aimed at this rank and others' messages.
+// (MPI_Iprobe on a communicator of one rank does not: MPICH's ch4 answers it without
+// progressing its active messages.)
+void mpi_progress(void *) {
+  int flag = 0;
+  PMPI_Test(&g_progress_req, &flag, MPI_STATUS_IGNORE);
+}
+
+void start_progress() {
+  if (PMPI_Comm_dup(MPI_COMM_SELF, &g_progress_comm) != MPI_SUCCESS) {
+    g_progress_comm = MPI_COMM_NULL;
+  } else if (PMPI_Irecv(&g_progress_buf, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG,
+                        g_progress_comm, &g_progress_req) != MPI_SUCCESS) {
+    PMPI_Comm_free(&g_progress_comm);
+    g_progress_req = MPI_REQUEST_NULL;
+  }
+  if (g_progress_req == MPI_REQUEST_NULL) {
+    say(nullptr, "no request to progress MPI with: libshaddr's waits will not progress "
+                 "other MPI operations");
+    return;
+  }
+  shaddr_set_progress(mpi_progress, nullptr);
+}
+
+void stop_progress() {
+  if (g_progress_req == MPI_REQUEST_NULL) return;
+  shaddr_set_progress(nullptr, nullptr);
+  PMPI_Cancel(&g_progress_req);
+  PMPI_Wait(&g_progress_req, MPI_STATUS_IGNORE);
+  PMPI_Comm_free(&g_progress_comm);
+}
+
+// Takes @sh's set-up into @s (a user communicator's state).
+void attach(State *s, Shared *sh) {
+  const State &h = sh->h;
+  s->shared = sh;
+  sh->refs++;
+  s->freed = false;
+  s->usable = true;
+  s->node = h.node;
+  s->leaders = h.leaders;
+  s->mesh_row = h.mesh_row;
+  s->mesh_col = h.mesh_col;
+  s->sc = h.sc;
+  s->node_rank = h.node_rank;
+  s->node_size = h.node_size;
+  s->nnodes = h.nnodes;
+  s->my_node = h.my_node;
+  s->node_of = h.node_of;
+  s->local_of = h.local_of;
+  s->members = h.members;
+  s->blocked = h.blocked;
+  s->mesh_cols = h.mesh_cols;
+  g_stats.comms_created++;
+  if (s->comm == MPI_COMM_WORLD) g_stats.world_nodes = static_cast<uint64_t>(s->nnodes);
+}
+
+// Sets up @s: the live set-up of its group if there is one (no communication), else a new one
+// (collective over s->comm). @keep_selection: s's selection came from the group's profile.
+// Returns whether a new set-up was made.
+bool set_up(State *s, bool keep_selection) {
+  s->built = true;
+  s->usable = false;
+  if (!s->key.empty()) {
+    auto it = g_shared.find(s->key);
+    if (it != g_shared.end()) {
+      attach(s, it->second);
+      return false;
+    }
+  }
+  auto *sh = new Shared;
+  State &h = sh->h;
+  h.comm = s->comm;
+  h.rank = s->rank;
+  h.size = s->size;
+  h.key = s->key;
+  std::copy(std::begin(s->use_lib), std::end(s->use_lib), h.use_lib);
+  std::memcpy(h.flip, s->flip, sizeof h.flip);
+  build(&h, keep_selection);
+  h.comm = MPI_COMM_NULL;  // s->comm may be freed before the set-up
+  s->why = h.why;
+  s->config_error = h.config_error;
+  std::copy(std::begin(h.use_lib), std::end(h.use_lib), s->use_lib);
+  std::memcpy(s->flip, h.flip, sizeof s->flip);
+  if (!h.usable) {  // every rank alike (build agrees)
+    delete sh;
+    return true;
+  }
+  sh->seq = ++g_seq;
+  g_live[sh->seq] = sh;
+  if (!h.key.empty()) g_shared[h.key] = sh;
+  attach(s, sh);
+  return true;
 }
 
 }  // namespace
@@ -391,6 +653,11 @@ void init_globals(bool at_init) {
     g_off = true;
     g_off_why = "MPI_Comm_create_keyval failed";
   }
+  if (!g_off) {
+    start_progress();
+    if (PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group) != MPI_SUCCESS)
+      g_world_group = MPI_GROUP_NULL;
+  }
   if (g_settings.verify && g_off) {
     int r = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -428,42 +695,58 @@ State *state_of(MPI_Comm comm) {
   auto *s = new (std::nothrow) State;
   if (!s) return nullptr;  // cannot happen in practice; would need agreement otherwise
   s->comm = comm;
-  build(s);
-  if (s->usable) {
-    s->seq = ++g_seq;
-    g_live[s->seq] = s;
-    g_stats.comms_created++;
-    if (comm == MPI_COMM_WORLD) g_stats.world_nodes = static_cast<uint64_t>(s->nnodes);
-  }
-  if (g_settings.verbose && s->rank == 0) {
-    if (s->usable)
-      std::fprintf(stderr,
-                   "shaddr-interpose: communicator of %d ranks: %d node(s)%s, backend %s\n",
-                   s->size, s->nnodes, g_settings.nodes > 1 ? " (SHADDR_NODES)" : "",
-                   s->sc ? shaddr_comm_backend(s->sc) : "-");
-    if (s->usable)
-      std::fprintf(stderr, "shaddr-interpose: libshaddr for these sizes (bytes, [from-to)), else PMPI_*: %s\n",
-                   describe_sizes(*s).c_str());
-  }
-  static bool config_error_said = false;  // unasked: once per process
-  if (!s->usable && s->rank == 0 &&
-      (g_settings.verbose || (s->config_error && !config_error_said))) {
-    std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: forwarded (%s)\n", s->size,
-                 s->why.c_str());
-    config_error_said = config_error_said || s->config_error;
+  PMPI_Comm_rank(comm, &s->rank);
+  PMPI_Comm_size(comm, &s->size);
+  if (s->size == 1) {
+    s->built = true;
+    s->why = "one rank";
+  } else {
+    // The same answer on every rank: the profiles of a group are made collectively.
+    s->key = group_key(comm, s->size);
+    auto it = s->key.empty() ? g_profiles.end() : g_profiles.find(s->key);
+    if (it != g_profiles.end()) {
+      apply_profile(it->second, s);
+      s->built = !s->usable;  // nothing to set up where every call is forwarded
+    } else {
+      const bool fresh = set_up(s, false);
+      save_profile(*s, s->key);
+      after_build(s, fresh);
+    }
   }
   PMPI_Comm_set_attr(comm, g_keyval, s);
   g_last = LastLookup{comm, s};
   return s->usable ? s : nullptr;
 }
 
+bool ensure_built(State &s) {
+  if (s.built) return s.usable;
+  const bool fresh = set_up(&s, true);
+  after_build(&s, fresh);
+  return s.usable;
+}
+
+bool State::multi() { return !ensure_built(*this) || nnodes > 1; }
+
+shaddr_comm_t *ledger_comm(State &s) {
+  if (!s.built && (s.key.empty() || g_shared.find(s.key) == g_shared.end())) return nullptr;
+  if (!ensure_built(s) || s.nnodes > 1) return nullptr;
+  return s.sc;
+}
+
 void finalize_all() {
   if (!g_inited || g_off) return;
   // Reverse creation order: the same order on every rank, as the creations were collective.
+  // The states stay with their attributes (MPI deletes them at finalize or never); their
+  // set-ups are released here, and kept as empty shells for those states.
   while (!g_live.empty()) {
-    State *s = std::prev(g_live.end())->second;
-    release(s);  // the struct stays with the attribute; MPI deletes it at finalize or never
+    Shared *sh = std::prev(g_live.end())->second;
+    g_live.erase(std::prev(g_live.end()));
+    release_handles(&sh->h);
+    sh->refs = 1 << 30;  // never freed by a state now
   }
+  g_shared.clear();
+  stop_progress();
+  if (g_world_group != MPI_GROUP_NULL) PMPI_Group_free(&g_world_group);
 }
 
 void count_accel(shaddr_interpose_call c, const State &s) {
@@ -505,9 +788,9 @@ extern "C" __attribute__((visibility("default"))) int shaddr_interpose_get_stats
   using namespace shaddr::interpose;
   if (!out) return -EINVAL;
   *out = g_stats;
-  for (const auto &[seq, s] : g_live) {
+  for (const auto &[seq, sh] : g_live) {
     (void)seq;
-    add_comm_stats(*s, true, out);
+    add_comm_stats(sh->h, true, out);
   }
   return 0;
 }

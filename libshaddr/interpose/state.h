@@ -15,9 +15,25 @@
 
 namespace shaddr::interpose {
 
+struct Shared;
+
+// A communicator's state is made, without any communication, at its first intercepted
+// collective: rank, size, and the selection (use_lib, flip) of its group, when a communicator
+// of the same group (the same processes in the same order) was set up before on this rank --
+// and so on every rank of the group, as set-ups are collective. The set-up proper (the
+// hierarchy, libshaddr's node communicator) is made by ensure_built() at the first call that
+// the selection sends to libshaddr, the same call on every rank; a group seen for the first
+// time is set up at once, since its selection is not known yet.
+//
+// Communicators of the same group share one set-up (Shared: the internal communicators and
+// libshaddr's node communicator, with its control block and heap mappings) while any of them
+// is alive: collectives on communicators of one group are called in the same order on every
+// rank (MPI's rule for correct programs: else they could deadlock), so their calls can share
+// one sequence. The set-up is freed with the last of them (MPI_Comm_free is collective).
 struct State {
   MPI_Comm comm = MPI_COMM_NULL;  // the user's communicator (not owned)
   bool usable = false;            // false: every collective on it is forwarded
+  bool built = false;             // the set-up proper was made (or failed: usable false)
   std::string why;                // why not usable (SHADDR_VERBOSE)
   bool config_error = false;      // not usable because of a wrong setting: said unasked
   int rank = 0, size = 0;
@@ -52,14 +68,29 @@ struct State {
     return f && bytes >= f ? !low : low;
   }
 
-  uint64_t seq = 0;  // creation order: finalize frees in reverse
-  bool freed = false;
+  Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
+  std::vector<int> key;      // the group's MPI_COMM_WORLD ranks (empty: not shareable)
+  bool freed = false;        // the set-up proper was released (or never existed)
   uint64_t lib_seq = 0;    // libshaddr calls on this rank (SHADDR_INTERPOSE_FAIL_EVERY)
   bool injected = false;   // the last failure was injected
 
   bool leader() const { return node_rank == 0; }
   bool multi() const { return nnodes > 1; }
+  // The callers' test before a call that cannot run over several nodes: sets up the
+  // communicator if that was not done yet (collective: every rank asks at the same call), and
+  // true also when that failed, so that the call is forwarded.
+  bool multi();
 };
+
+// Makes the set-up proper of @s if not done yet (collective over s.comm, at the same call on
+// every rank). Returns s.usable.
+bool ensure_built(State &s);
+
+// The node communicator whose call ledger records @s's calls (shaddr_call_agree), or nullptr:
+// @s's set-up when it is made, or a live one of its group (taken now, without communicating,
+// as every rank of the group has it too); never a set-up that needs communication, which a
+// rank that forwards a call would then make alone. nullptr also over several nodes.
+shaddr_comm_t *ledger_comm(State &s);
 
 // Settings (read once at MPI_Init or the first collective).
 struct Settings {
@@ -70,6 +101,7 @@ struct Settings {
   // shaddr_select answers. Indexed by shaddr_interpose_call.
   size_t min_bytes[SHADDR_IP_COUNT] = {};
   bool min_set[SHADDR_IP_COUNT] = {};
+  bool forward[SHADDR_IP_COUNT] = {};  // SHADDR_INTERPOSE_FORWARD: always PMPI_*
   size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
   size_t mesh_max = 64;        // SHADDR_INTERPOSE_MESH_MAX: Alltoall blocks up to this many
                                // bytes go through the leaders' 2D virtual mesh

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "../heap/heap.h"
+#include "wait.h"
 
 namespace shaddr {
 namespace {
@@ -70,7 +71,10 @@ int wait_for(int fd, short events, int64_t deadline) {
     const int64_t left = deadline - now_ms();
     if (left <= 0) return -ETIMEDOUT;
     pollfd p{fd, events, 0};
-    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    // The host's progress between short polls: a rank may wait here while others need its MPI.
+    const int64_t slice = progress_set() ? 1 : 1000;
+    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, slice)));
+    if (n == 0) progress_now();
     if (n > 0) return 0;
     if (n < 0 && errno != EINTR) return -errno;
   }
@@ -142,31 +146,26 @@ int heap_connect(const HeapToken &token, int *fd) {
   return 0;
 }
 
-int heap_serve(int listen_fd, const std::vector<pid_t> &expect, const HeapOffer &offer,
-               int heap_fd, int timeout_ms, int *strangers) {
-  std::vector<bool> served(expect.size(), false);
-  size_t done = 0;
-  *strangers = 0;
-  const int64_t deadline = now_ms() + timeout_ms;
+int HeapServer::poll_once() {
   const uid_t me = geteuid();
-  while (done < expect.size()) {
-    Fd c(accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+  for (;;) {
+    if (done_ == expect_.size()) return 0;
+    Fd c(accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
     if (c.get() < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) break;
-      if (wait_for(listen_fd, POLLIN, deadline)) break;
-      continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      return -errno;
     }
     ucred cred{};
-    size_t who = expect.size();
+    size_t who = expect_.size();
     if (peer_cred(c.get(), &cred) && cred.uid == me)
-      for (size_t i = 0; i < expect.size(); i++)
-        if (expect[i] == cred.pid && !served[i]) who = i;
-    if (who == expect.size()) {  // a stranger (or a rank twice): closed, nothing sent
-      ++*strangers;
+      for (size_t i = 0; i < expect_.size(); i++)
+        if (expect_[i] == cred.pid && !served_[i]) who = i;
+    if (who == expect_.size()) {  // a stranger (or a rank twice): closed, nothing sent
+      strangers_++;
       continue;
     }
-    HeapOffer msg = offer;
+    HeapOffer msg = offer_;
     iovec iov{&msg, sizeof msg};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr mh{};
@@ -178,15 +177,44 @@ int heap_serve(int listen_fd, const std::vector<pid_t> &expect, const HeapOffer 
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &heap_fd, sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &heap_fd_, sizeof(int));
     // A fresh unix socket takes the 32 bytes at once; MSG_DONTWAIT keeps a full one from
     // blocking us.
     if (sendmsg(c.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof msg)) {
-      served[who] = true;
-      done++;
+      served_[who] = true;
+      done_++;
     }
   }
-  return static_cast<int>(done);
+}
+
+int HeapServer::serve(int timeout_ms) {
+  const int64_t deadline = now_ms() + timeout_ms;
+  while (done_ < expect_.size()) {
+    if (poll_once() < 0) break;
+    if (done_ == expect_.size()) break;
+    if (wait_for(listen_fd_, POLLIN, deadline)) break;
+  }
+  return static_cast<int>(done_);
+}
+
+void HeapServer::expect_only(const std::vector<pid_t> &pids) {
+  for (size_t i = 0; i < expect_.size(); i++) {
+    if (served_[i]) continue;
+    bool still = false;
+    for (pid_t p : pids) still = still || p == expect_[i];
+    if (!still) {  // it will not come: counted as done so that serve() does not wait for it
+      served_[i] = true;
+      done_++;
+    }
+  }
+}
+
+int heap_serve(int listen_fd, const std::vector<pid_t> &expect, const HeapOffer &offer,
+               int heap_fd, int timeout_ms, int *strangers) {
+  HeapServer server(listen_fd, expect, offer, heap_fd);
+  const int served = server.serve(timeout_ms);
+  *strangers = server.strangers();
+  return served;
 }
 
 int heap_receive(int fd, pid_t owner, int timeout_ms, HeapOffer *offer, int *heap_fd,
@@ -274,7 +302,9 @@ int share_heaps(const shaddr_host &host, uintptr_t low_limit, HeapShare *out) {
     set_reason(&mine, "its range starts below the inner backend's staging offsets");
   } else {
     int lfd = -1;
-    if (int err = heap_listen(n + 16, &mine.token, &lfd)) {
+    // Room for every rank and for many strangers: a full backlog refuses the ranks' connects
+    // (EAGAIN) until this rank accepts; the kernel caps it at net.core.somaxconn.
+    if (int err = heap_listen(std::max(4 * n, 1024), &mine.token, &lfd)) {
       set_reason(&mine, std::string("no socket to pass it on: ") + std::strerror(-err));
     } else {
       listener.reset(lfd);
@@ -306,28 +336,54 @@ int share_heaps(const shaddr_host &host, uintptr_t low_limit, HeapShare *out) {
     return 0;
   }
 
-  // 3. Connect to every other rank that offers; 4. tell everyone whom.
+  // 3. Connect to every other rank that offers, while serving the ranks that connect here
+  // and dropping anyone else at once, so that strangers filling this rank's backlog cannot
+  // keep the ranks out: a connect refused for a full backlog (EAGAIN) is tried again until
+  // the deadline. 4. Tell everyone whom this rank reached.
   const size_t row = (static_cast<size_t>(n) + 7) / 8;
   std::vector<Fd> conn(n);
   std::vector<uint8_t> connected(row, 0), all;
-  for (int r = 0; r < n; r++) {
-    if (r == me || !info[r].on) continue;
-    int fd = -1;
-    if (heap_connect(info[r].token, &fd) == 0) {
-      conn[r].reset(fd);
-      set_bit(connected, r);
+  const HeapOffer offer{kHeapOfferMagic, static_cast<uint64_t>(me), mine.base, mine.reserved};
+  std::vector<pid_t> peers;
+  for (int r = 0; r < n; r++)
+    if (r != me) peers.push_back(info[r].pid);
+  HeapServer server(mine.on ? listener.get() : -1, mine.on ? peers : std::vector<pid_t>{},
+                    offer, st.fd);
+  std::vector<int> pending;
+  for (int r = 0; r < n; r++)
+    if (r != me && info[r].on) pending.push_back(r);
+  // Until this rank reached every peer and every peer reached it: a rank that left for the
+  // allgather would no longer drain its backlog, and a peer's connect could wait for ever.
+  const int64_t deadline = now_ms() + kShareTimeoutMs;
+  while (!pending.empty() || (mine.on && !server.all_served() && now_ms() < deadline)) {
+    std::vector<int> again;
+    for (int r : pending) {
+      int fd = -1;
+      const int err = heap_connect(info[r].token, &fd);
+      if (err == 0) {
+        conn[r].reset(fd);
+        set_bit(connected, r);
+      } else if (err == -EAGAIN && now_ms() < deadline) {
+        again.push_back(r);
+      }
+    }
+    pending.swap(again);
+    if (mine.on) server.poll_once();
+    if (!pending.empty() || (mine.on && !server.all_served())) {
+      progress_now();
+      usleep(100);
     }
   }
   if (int err = allgather_bits(host, connected, &all)) return err;
 
-  // 5. Serve the ranks that connected to this one, then close the listener.
+  // 5. Serve the ranks that connected to this one and were not served yet, then close the
+  // listener.
   if (mine.on) {
     std::vector<pid_t> expect;
     for (int r = 0; r < n; r++)
       if (r != me && bit(all, r * row * 8 + me)) expect.push_back(info[r].pid);
-    const HeapOffer offer{kHeapOfferMagic, static_cast<uint64_t>(me), mine.base, mine.reserved};
-    int strangers = 0;
-    heap_serve(listener.get(), expect, offer, st.fd, kShareTimeoutMs, &strangers);
+    server.expect_only(expect);
+    server.serve(kShareTimeoutMs);
     listener.reset();
   }
 

@@ -5,11 +5,14 @@
 //
 // The exchange, collective over the host (share_heaps()):
 //   1. every rank whose heap is on binds an abstract unix socket named by a random token and
-//      listens (backlog: every rank, and room for strangers);
+//      listens (backlog: every rank, and room for many strangers);
 //   2. allgather: pid, token, heap base and size, and why the heap is off where it is;
-//   3. every rank connects to every peer's socket (non-blocking: a queued connection is made);
+//   3. every rank connects to every peer's socket (non-blocking: a queued connection is made),
+//      while accepting on its own: it serves the ranks that arrive and closes anyone else at
+//      once, so that strangers filling a backlog cannot keep the ranks out (a connect refused
+//      for a full backlog is tried again until the deadline);
 //   4. allgather: who connected to whom, so that each owner knows exactly whom to serve;
-//   5. each owner accepts, and serves only a connection whose SO_PEERCRED shows its own
+//   5. each owner accepts the rest, and serves only a connection whose SO_PEERCRED shows its own
 //      effective uid and the pid of one of this communicator's ranks it expects, each once:
 //      an abstract socket can be reached by any process of the network namespace, and this
 //      check is what keeps other users' (and this user's other) processes away from the heap.
@@ -29,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shaddr/host.h"
@@ -83,6 +87,32 @@ struct HeapToken {
 int heap_listen(int backlog, HeapToken *token, int *listen_fd);
 // Step 3: a connected socket to @token's listener, or a negative errno.
 int heap_connect(const HeapToken &token, int *fd);
+// Step 5's server: serves each expected pid once (SO_PEERCRED: geteuid() and a pid of @expect
+// not served yet) and closes every other connection without sending anything.
+class HeapServer {
+ public:
+  HeapServer(int listen_fd, std::vector<pid_t> expect, const HeapOffer &offer, int heap_fd)
+      : listen_fd_(listen_fd), expect_(std::move(expect)), served_(expect_.size(), false),
+        offer_(offer), heap_fd_(heap_fd) {}
+  // Accepts what is queued now, without waiting. 0 or a negative errno of accept.
+  int poll_once();
+  // Accepts until every expected pid is served or @timeout_ms passed; returns how many were.
+  int serve(int timeout_ms);
+  // Of the pids not served yet, only these will still come.
+  void expect_only(const std::vector<pid_t> &pids);
+  int strangers() const { return strangers_; }
+  bool all_served() const { return done_ == expect_.size(); }
+
+ private:
+  int listen_fd_;
+  std::vector<pid_t> expect_;
+  std::vector<bool> served_;
+  size_t done_ = 0;
+  int strangers_ = 0;
+  HeapOffer offer_;
+  int heap_fd_;
+};
+
 // Step 5: accepts until every pid of @expect has been served once (or the deadline): serves a
 // connection only if SO_PEERCRED shows geteuid() and a pid of @expect not served yet; closes
 // every other connection without sending anything. Returns how many were served; *strangers

@@ -89,6 +89,13 @@ constexpr SettingDef kSettings[] = {
           "`1000`",
           "microseconds one sleep of a waiter lasts at most before it looks again, so a peer "
           "that died is noticed"),
+    typed("SHADDR_WAIT_PROGRESS", T::kInt, L::kLibrary, kRank, kEnvOnly, 0, 60000000, "",
+          "`100`",
+          "microseconds between two calls of the host's progress engine (the interposer's, "
+          "MPICH's) while a rank waits in libshaddr, once it has stopped spinning; a sleep lasts "
+          "no longer, so a rank blocked in a collective still serves others' one-sided and "
+          "point-to-point traffic (MPI's progress rule); `0`: never (a program that mixes "
+          "passive-target RMA with collectives can then hang)"),
     typed("SHADDR_FAIL_INJECT", T::kInt, L::kLibrary, kEqual, kEnvOnly, 0, kMax, "", "`0`",
           "testing aid: on each node communicator, every n-th step of a rank that can fail "
           "(exposing a buffer, mapping or reading a peer's) fails with `ECANCELED`, so every "
@@ -119,6 +126,11 @@ constexpr SettingDef kSettings[] = {
           "ranks), so the multi-node hierarchy runs on one machine; `0`/`1`: real nodes"),
     typed("SHADDR_INTERPOSE", T::kBool, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "`1`",
           "`0`: the interposer forwards every call to `PMPI_*`"),
+    typed("SHADDR_INTERPOSE_FORWARD", T::kText, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "—",
+          "interposer: calls forwarded to `PMPI_*` whatever their size, a comma-separated list "
+          "of `barrier`, `bcast`, `reduce`, `allreduce`, `gather`, `scatter`, `allgather`, "
+          "`allgatherv`, `alltoall` (or `all`); e.g. `barrier` for a program whose barriers "
+          "must be MPI's own. An unknown name turns the interposer off"),
     typed("SHADDR_INTERPOSE_MIN", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
           "— (the selection)",
           "interposer: sets every `SHADDR_INTERPOSE_MIN_<CALL>` at once (`0`: every non-empty "

@@ -13,12 +13,24 @@
 #include <ctime>
 
 #include "settings.h"
+#include "shaddr/host.h"
 
 namespace shaddr {
 namespace {
 
 // The largest node communicator this process has made (all threads: atomic).
 std::atomic<int> g_node_ranks{0};
+
+// The host's progress function and its argument, set together (one pointer to a pair that is
+// never freed: a waiter in another thread may still be reading the previous one).
+struct ProgressHook {
+  ProgressFn fn;
+  void *ctx;
+  const ProgressHook *older;  // every hook made stays reachable (no leak reported at exit)
+};
+std::atomic<const ProgressHook *> g_progress{nullptr};
+std::atomic<const ProgressHook *> g_hooks{nullptr};  // the newest hook made
+thread_local bool t_in_progress = false;
 
 int env_int(const char *name) {
   const char *v = std::getenv(name);
@@ -34,6 +46,36 @@ int cpus_for_this_process() {
 }
 
 }  // namespace
+
+void set_progress(ProgressFn fn, void *ctx) {
+  const ProgressHook *old = g_progress.load(std::memory_order_acquire);
+  if (!fn) {
+    g_progress.store(nullptr, std::memory_order_release);
+    return;
+  }
+  if (old && old->fn == fn && old->ctx == ctx) return;
+  // Kept for the life of the process: set once by a host, rarely changed.
+  auto *h = new ProgressHook{fn, ctx, g_hooks.load(std::memory_order_acquire)};
+  while (!g_hooks.compare_exchange_weak(h->older, h, std::memory_order_acq_rel)) {
+  }
+  g_progress.store(h, std::memory_order_release);
+}
+
+bool progress_set() { return g_progress.load(std::memory_order_relaxed) != nullptr; }
+
+void progress_now() {
+  const ProgressHook *h = g_progress.load(std::memory_order_acquire);
+  if (!h || t_in_progress) return;
+  t_in_progress = true;
+  h->fn(h->ctx);
+  t_in_progress = false;
+}
+
+int64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 
 void ring(Bell &b) {
   // The store that ends the wait must be visible before the sleeper count is read (the
@@ -91,13 +133,19 @@ int WaitPolicy::from_env(int node_ranks, WaitPolicy *out, std::string *err) {
     p.why = "SHADDR_WAIT=spin: never sleep";
   }
   const size_t us = in.size("SHADDR_WAIT_SLEEP_MAX", 1000);
+  const size_t progress_us = in.size("SHADDR_WAIT_PROGRESS", 100);
   if (in.error()) {
     *err = in.why();
     return in.error();
   }
   p.sleep_max_ns = static_cast<long>(us) * 1000;
+  p.progress_ns = static_cast<long>(progress_us) * 1000;
   *out = p;
   return 0;
 }
 
 }  // namespace shaddr
+
+extern "C" SHADDR_API void shaddr_set_progress(void (*fn)(void *ctx), void *ctx) {
+  shaddr::set_progress(fn, ctx);
+}

@@ -17,6 +17,13 @@
 // the flag; a ring in between changes the count and FUTEX_WAIT returns at once. A sleep also
 // ends after SHADDR_WAIT_SLEEP_MAX, so a rank that never rings (it died) is noticed by the
 // caller's checks.
+//
+// MPI's progress rule: a process blocked in a collective keeps the MPI's other operations
+// moving (passive-target RMA aimed at it, other ranks' point-to-point). The host runtime hands
+// libshaddr a progress function (shaddr_set_progress, host.h); once a wait has stopped spinning
+// (it yields or sleeps), the Waiter calls it every SHADDR_WAIT_PROGRESS microseconds of
+// waiting, and a sleep lasts no longer than that. A short wait that ends while spinning never
+// calls it.
 #pragma once
 
 #include <sched.h>
@@ -26,6 +33,14 @@
 #include <string>
 
 namespace shaddr {
+
+// The host's progress function, process-wide (set_progress). progress_now() calls it unless this
+// thread is already inside it (a progress function that waited in libshaddr would recurse).
+using ProgressFn = void (*)(void *ctx);
+void set_progress(ProgressFn fn, void *ctx);
+bool progress_set();
+void progress_now();
+int64_t monotonic_ns();
 
 struct alignas(128) Bell {
   std::atomic<uint32_t> rings{0};
@@ -43,6 +58,7 @@ struct WaitPolicy {
   uint32_t yields = 4096;
   bool sleep = true;  // false: yield for ever (SHADDR_WAIT=spin)
   long sleep_max_ns = 1000000;  // SHADDR_WAIT_SLEEP_MAX: one sleep lasts at most this long
+  long progress_ns = 100000;    // SHADDR_WAIT_PROGRESS: the host's progress this often (0: never)
   const char *why = "default";
 
   // SHADDR_WAIT: auto (oversubscribed: sleep soon; else spin and yield long first), spin (never
@@ -52,6 +68,12 @@ struct WaitPolicy {
   // communicator.
   // 0, or -EINVAL with *err set for an unknown value.
   static int from_env(int node_ranks, WaitPolicy *out, std::string *err);
+  // How long one sleep may last: bounded by the progress interval when there is a host
+  // progress function to call.
+  long sleep_ns() const {
+    return progress_ns > 0 && progress_ns < sleep_max_ns && progress_set() ? progress_ns
+                                                                           : sleep_max_ns;
+  }
 };
 
 // Is this node oversubscribed: more ranks of the job here than CPUs this process may run on?
@@ -71,11 +93,12 @@ class Waiter {
   template <typename Pred>
   bool round(Pred &&pred) {
     const uint64_t n = rounds_++;
+    if (n >= policy_.spins && policy_.progress_ns > 0) progress();
     if (policy_.sleep && bell_ && n >= uint64_t{policy_.spins} + policy_.yields) {
       const uint32_t seen = bell_->rings.load(std::memory_order_acquire);
       bell_->sleepers.fetch_add(1, std::memory_order_seq_cst);
       const bool done = pred();
-      if (!done) futex_sleep(&bell_->rings, seen, policy_.sleep_max_ns);
+      if (!done) futex_sleep(&bell_->rings, seen, policy_.sleep_ns());
       bell_->sleepers.fetch_sub(1, std::memory_order_relaxed);
       if (!done) sleeps_++;
       return done;
@@ -94,10 +117,24 @@ class Waiter {
   uint64_t effort() const { return rounds_ + 255 * sleeps_; }
 
  private:
+  // The host's progress, once every policy_.progress_ns of waiting past the spinning.
+  void progress() {
+    if (!progress_set()) return;
+    const int64_t now = monotonic_ns();
+    if (!next_progress_) {
+      next_progress_ = now + policy_.progress_ns;
+      return;
+    }
+    if (now < next_progress_) return;
+    progress_now();
+    next_progress_ = monotonic_ns() + policy_.progress_ns;
+  }
+
   const WaitPolicy &policy_;
   Bell *bell_;
   uint64_t rounds_ = 0;
   uint64_t sleeps_ = 0;
+  int64_t next_progress_ = 0;  // monotonic_ns() of the next progress call; 0: not yet timed
 };
 
 }  // namespace shaddr

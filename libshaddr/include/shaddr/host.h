@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "shaddr/shaddr.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,6 +31,19 @@ struct shaddr_host {
 	int (*barrier)(void *ctx);
 	void *ctx;
 };
+
+/**
+ * shaddr_set_progress() - the host's progress engine, for libshaddr's waits
+ * @fn: drives the host's communication (MPI: its progress engine) without blocking; NULL: none
+ * @ctx: passed to @fn
+ *
+ * MPI's progress rule: a process blocked in a collective keeps its other operations moving (a
+ * passive-target RMA epoch aimed at it, other ranks' messages). libshaddr's waits call @fn at
+ * a bounded interval once they stop spinning (SHADDR_WAIT_PROGRESS, microseconds), and sleep
+ * no longer than that, in any thread; @fn is never re-entered from within itself. One per
+ * process: the last call wins. Set it before the first node communicator is created.
+ */
+SHADDR_API void shaddr_set_progress(void (*fn)(void *ctx), void *ctx);
 
 #ifdef __cplusplus
 }
