@@ -391,7 +391,7 @@ static void shaddr_fault_note_hole(struct shaddr_mapping *m, unsigned long off,
 				   unsigned long seq)
 {
 	mutex_lock(&m->exp->lock);
-	m->hole_task = current;
+	WRITE_ONCE(m->hole_task, current);
 	m->hole_off = off;
 	m->hole_seq = seq;
 	mutex_unlock(&m->exp->lock);
@@ -408,7 +408,7 @@ static bool shaddr_fault_known_hole(struct shaddr_mapping *m,
 	mutex_lock(&m->exp->lock);
 	hole = m->hole_task == current && m->hole_off == off &&
 	       !mmu_interval_read_retry(&m->exp->notifier, m->hole_seq);
-	m->hole_task = NULL;
+	WRITE_ONCE(m->hole_task, NULL);
 	mutex_unlock(&m->exp->lock);
 	return hole;
 }
