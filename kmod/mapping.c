@@ -417,11 +417,12 @@ static bool shaddr_fault_known_hole(struct shaddr_mapping *m,
  * The exporter's mmap lock is busy, and the fault may drop its own lock:
  * drop it, wait (killable) for the exporter's, and do the work under the
  * lock waited for: pin the pages, then insert them under our own lock
- * taken again (never both at once, so two processes mapping each other
- * cannot deadlock). A lock once waited for is never dropped to be merely
- * tried again, so the fault completes however busy the exporter keeps its
- * lock; its retry finds the PTEs in place. Only an invalidation between
- * the pin and the insert sends it round again, a few times at most.
+ * taken again, only tried while we hold theirs (so two processes mapping
+ * each other cannot deadlock), else taken after theirs is dropped. A lock
+ * once waited for is never dropped to be merely tried again, so the fault
+ * completes however busy the exporter keeps its lock; its retry finds the
+ * PTEs in place. Only an invalidation between the pin and the insert sends
+ * it round again, a few times at most.
  *
  * Takes over the caller's reference on the exporter's users (mmget), and
  * drops it: an exporter that exits meanwhile is torn down, and importers'
@@ -443,25 +444,41 @@ static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
 	mmgrab(imm);
 	release_fault_lock(vmf);	/* vmf->vma is not ours now */
 	for (tries = 0; err == -EAGAIN && tries < SHADDR_SLOW_TRIES; tries++) {
-		seq = mmu_interval_read_begin(&m->exp->notifier);
+		bool both;
+
 		if (mmap_read_lock_killable(mm))
 			break;
+		/* Read under the lock: writers that ran while we waited are past. */
+		seq = mmu_interval_read_begin(&m->exp->notifier);
 		n = shaddr_fault_pin(m, mm, off, pages);
-		mmap_read_unlock(mm);
 		if (n <= 0) {
+			mmap_read_unlock(mm);
 			shaddr_fault_note_hole(m, off, seq);
 			break;
 		}
-		err = -ENOENT;
-		if (!mmap_read_lock_killable(imm)) {
-			vma = vma_lookup(imm, addr);
-			if (vma && vma->vm_start == start &&
-			    vma->vm_ops == &shaddr_mapping_vm_ops &&
-			    vma->vm_private_data == m)
-				err = shaddr_mapping_insert(m, vma, off, pages,
-							    n, seq, false);
-			mmap_read_unlock(imm);
+		/*
+		 * Insert before the exporter's writers (queued behind us) can
+		 * invalidate: our own lock can only be tried while we hold
+		 * theirs; if that fails, take it after dropping theirs.
+		 */
+		both = mmap_read_trylock(imm);
+		if (!both) {
+			mmap_read_unlock(mm);
+			if (mmap_read_lock_killable(imm)) {
+				shaddr_unpin(m, pages, n);
+				break;
+			}
 		}
+		err = -ENOENT;
+		vma = vma_lookup(imm, addr);
+		if (vma && vma->vm_start == start &&
+		    vma->vm_ops == &shaddr_mapping_vm_ops &&
+		    vma->vm_private_data == m)
+			err = shaddr_mapping_insert(m, vma, off, pages, n, seq,
+						    false);
+		mmap_read_unlock(imm);
+		if (both)
+			mmap_read_unlock(mm);
 		shaddr_unpin(m, pages, n);
 	}
 	mmdrop(imm);
@@ -517,7 +534,6 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
 		return VM_FAULT_SIGBUS;
 
-	seq = mmu_interval_read_begin(&exp->notifier);
 	/*
 	 * We hold our own mmap lock; waiting for the exporter's could deadlock
 	 * against an exporter that maps us. A busy exporter means: the slow
@@ -534,14 +550,16 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 			goto out_put;
 		}
 	}
+	seq = mmu_interval_read_begin(&exp->notifier);
 	n = shaddr_fault_pin(m, mm, off, pages);
-	mmap_read_unlock(mm);
 	if (n <= 0) {
+		mmap_read_unlock(mm);
 		ret = VM_FAULT_SIGBUS;	/* a hole, or no access there */
 		goto out_put;
 	}
-
+	/* Under both locks: no exporter writer can make the pages stale. */
 	err = shaddr_mapping_insert(m, vma, off, pages, n, seq, false);
+	mmap_read_unlock(mm);
 	shaddr_unpin(m, pages, n);
 	if (err == -ENOENT)
 		ret = VM_FAULT_SIGBUS;

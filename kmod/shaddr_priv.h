@@ -33,11 +33,12 @@
  *  - shaddr_file.lock (mutex): ioctls of one file; its exports and access
  *    ids.
  *  - mmap_lock: the importer's (faults, vm_ops, MAP/ATTACH populating) and
- *    the exporter's (pinning). They are never nested: a fault holding its
- *    own lock takes the exporter's only with mmap_read_trylock(); when that
- *    fails it drops its own, waits for the exporter's and pins under it,
- *    then inserts under its own taken again, as population does (pin
- *    with the exporter's lock alone, insert with the importer's alone).
+ *    the exporter's (pinning). One is only ever tried, never waited for,
+ *    while the other is held: a fault holding its own lock takes the
+ *    exporter's with mmap_read_trylock(); when that fails it drops its own,
+ *    waits for the exporter's and pins under it, then tries its own (or
+ *    takes it once the exporter's is dropped) to insert. Population pins
+ *    with the exporter's lock alone and inserts with the importer's alone.
  *    Two processes mapping each other cannot deadlock.
  *  - shaddr_export.lock (mutex): the export's mapping list, each mapping's
  *    populated bitmap, the dead flag, and the notifier sequence: a PTE is
