@@ -271,14 +271,15 @@ double kill_latency_ms(uint64_t handle, Flavour f) {
 
 // A killed task leaves the kernel within 100 ms whatever the exporter does. Under TCG the
 // limit is stretched: 250 ms (the emulated guest schedules 4 storm threads, the victim and
-// the test on 2 vCPUs), times SHADDR_TEST_SLOWDOWN on the debug kernel. A stuck fault path
-// took 1.6-7 s.
+// the test on 2 vCPUs), times SHADDR_TEST_SLOWDOWN on the debug kernel, on top of the time
+// the guest takes to kill and reap a task that never touches the window under the same
+// storm (the baseline: a few tens of ms on 6.1 and 6.12, up to a second on the debug kernel,
+// whose exit path is slow). A stuck fault path took 1.6-7 s more.
 TEST(Liveness, KilledTasksLeaveTheKernelPromptlyInEveryFaultFlavour) {
-  const double limit = 250.0 * slowdown();
   for (Storm s : kStorms) {
     Exporter exp(s);
     ASSERT_NE(exp.handle(), 0u);
-    // The baseline shows what the emulated guest itself takes to reap a killed task.
+    double limit = 0;
     for (Flavour f : {Flavour::kSpin, Flavour::kUser, Flavour::kKernelCopy,
                       Flavour::kFutexWakeOp, Flavour::kGup}) {
       double worst = 0;
@@ -289,6 +290,10 @@ TEST(Liveness, KilledTasksLeaveTheKernelPromptlyInEveryFaultFlavour) {
       }
       printf("SIGKILL latency, %s under the %s storm: worst of 3 %.1f ms\n", flavour_name(f),
              storm_name(s), worst);
+      if (f == Flavour::kSpin) {
+        limit = worst + 250.0 * slowdown();
+        continue;
+      }
       EXPECT_LT(worst, limit) << flavour_name(f) << " under the " << storm_name(s) << " storm";
     }
   }
