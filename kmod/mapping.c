@@ -357,12 +357,15 @@ out_free:
 
 /*
  * Pin the page at byte offset @off of the mapping (the exporter faults it
- * in if need be), and the pages after it that are present there (up to
- * SHADDR_FAULT_AROUND in all). Caller holds the exporter's mmap lock.
- * Returns how many, or <= 0 for a hole (or no access there).
+ * in if need be), and the pages after it (up to SHADDR_FAULT_AROUND in
+ * all) that are present there, or with @fault_all, that the exporter can
+ * fault in: the slow path paid for the exporter's lock, and a sequential
+ * reader needs them next. Caller holds the exporter's mmap lock. Returns
+ * how many, or <= 0 for a hole (or no access there).
  */
 static long shaddr_fault_pin(struct shaddr_mapping *m, struct mm_struct *mm,
-			     unsigned long off, struct page **pages)
+			     unsigned long off, struct page **pages,
+			     bool fault_all)
 {
 	unsigned long src = m->src + off;
 	long n, more;
@@ -373,8 +376,8 @@ static long shaddr_fault_pin(struct shaddr_mapping *m, struct mm_struct *mm,
 	more = min_t(long, SHADDR_FAULT_AROUND - 1,
 		     (m->size - off) / PAGE_SIZE - 1);
 	if (more > 0) {
-		more = shaddr_pin(m, mm, src + PAGE_SIZE, more, FOLL_NOFAULT,
-				  pages + 1);
+		more = shaddr_pin(m, mm, src + PAGE_SIZE, more,
+				  fault_all ? 0 : FOLL_NOFAULT, pages + 1);
 		if (more > 0)
 			n += more;
 	}
@@ -450,7 +453,7 @@ static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
 			break;
 		/* Read under the lock: writers that ran while we waited are past. */
 		seq = mmu_interval_read_begin(&m->exp->notifier);
-		n = shaddr_fault_pin(m, mm, off, pages);
+		n = shaddr_fault_pin(m, mm, off, pages, true);
 		if (n <= 0) {
 			mmap_read_unlock(mm);
 			shaddr_fault_note_hole(m, off, seq);
@@ -551,7 +554,7 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 		}
 	}
 	seq = mmu_interval_read_begin(&exp->notifier);
-	n = shaddr_fault_pin(m, mm, off, pages);
+	n = shaddr_fault_pin(m, mm, off, pages, false);
 	if (n <= 0) {
 		mmap_read_unlock(mm);
 		ret = VM_FAULT_SIGBUS;	/* a hole, or no access there */
