@@ -171,8 +171,10 @@ int copies_in(char *win, bool kernel_copy, double ms) {
 const Storm kStorms[] = {Storm::kMprotect, Storm::kMmapChurn, Storm::kDontneed};
 
 // The importer's copies while the exporter storms: the fault path must not starve behind
-// the exporter's mmap lock. The minimum is far below what an idle exporter allows (hundreds
-// of copies in the same time under TCG) and above 0, what a starving fault path gave.
+// the exporter's mmap lock. The minimum, 3 copies of 1 MiB within 9 s (counted over the first
+// 3 s when that suffices), is far below what the fault path gives (tens to hundreds of copies
+// in 3 s under TCG) and above what a starving fault path gave: the first copy, which MAP's
+// population serves, and at most one more. A host loaded by other work slows the guest.
 constexpr int kMinCopies = 3;
 constexpr double kCopyMs = 3000;
 
@@ -186,6 +188,10 @@ void expect_progress(bool kernel_copy) {
     int n = copies_in(w.p, kernel_copy, kCopyMs * slowdown());
     printf("%s copies of 1 MiB in %.0f ms under the %s storm: %d\n",
            kernel_copy ? "kernel" : "user", kCopyMs * slowdown(), storm_name(s), n);
+    if (n < kMinCopies) {
+      n += copies_in(w.p, kernel_copy, 2 * kCopyMs * slowdown());
+      printf("  ... %d within %.0f ms\n", n, 3 * kCopyMs * slowdown());
+    }
     EXPECT_GE(n, kMinCopies) << storm_name(s);
   }
 }
