@@ -71,7 +71,7 @@ static bool shaddr_may_have_ptes(struct shaddr_mapping *m,
 		return false;
 	*first = (s - m->src) >> PAGE_SHIFT;
 	*last = (e - m->src + PAGE_SIZE - 1) >> PAGE_SHIFT;
-	return find_next_bit(m->populated, *last, *first) < *last;
+	return shaddr_track_any(&m->populated, *first, *last);
 }
 
 /*
@@ -138,8 +138,8 @@ static void shaddr_export_zap(struct shaddr_export *exp, unsigned long start,
 		}
 		mutex_lock(&exp->lock);
 		for (i = 0; i < nr; i++)
-			bitmap_clear(zap.m[i]->populated, zap.first[i],
-				     zap.last[i] - zap.first[i]);
+			shaddr_track_clear(&zap.m[i]->populated, zap.first[i],
+					   zap.last[i]);
 		mutex_unlock(&exp->lock);
 		for (i = 0; i < nr; i++)
 			shaddr_mapping_put(zap.m[i]);
@@ -182,6 +182,9 @@ static bool shaddr_export_invalidate(struct mmu_interval_notifier *mni,
 	/* From here on, no PTE of the range can be inserted... */
 	mutex_lock(&exp->lock);
 	mmu_interval_set_seq(mni, cur_seq);
+	/* The exporter's address space is being torn down: the export dies. */
+	if (!atomic_read(&exp->mm->mm_users))
+		WRITE_ONCE(exp->dead, true);
 	mutex_unlock(&exp->lock);
 	/* ...and the ones there are go before we return. */
 	shaddr_export_zap(exp, range->start, range->end, true);
@@ -211,6 +214,20 @@ static void shaddr_export_release(struct kref *kref)
 	call_rcu(&exp->rcu, shaddr_export_free_rcu);
 }
 
+/**
+ * shaddr_export_dead() - is the export withdrawn or its exporter gone?
+ * @exp: the export
+ *
+ * An exporter whose address space has no users left (it exited or exec'd,
+ * even while a fork child still holds its file) exports nothing any more.
+ *
+ * Return: true if mappings of @exp can only raise SIGBUS.
+ */
+bool shaddr_export_dead(struct shaddr_export *exp)
+{
+	return READ_ONCE(exp->dead) || !atomic_read(&exp->mm->mm_users);
+}
+
 void shaddr_export_put(struct shaddr_export *exp)
 {
 	kref_put(&exp->kref, shaddr_export_release);
@@ -238,7 +255,7 @@ struct shaddr_export *shaddr_export_lookup(u64 handle,
 		}
 	}
 	rcu_read_unlock();
-	if (found && READ_ONCE(found->dead)) {
+	if (found && shaddr_export_dead(found)) {
 		shaddr_export_put(found);
 		found = NULL;
 	}

@@ -37,6 +37,11 @@ module_param_named(max_attach_mib, shaddr_max_attach_mib, ulong, 0444);
 MODULE_PARM_DESC(max_attach_mib,
 		 "MiB of segment attachments per open file (default 1048576)");
 
+unsigned long shaddr_max_user_map_mib = 4UL << 20;
+module_param_named(max_user_map_mib, shaddr_max_user_map_mib, ulong, 0444);
+MODULE_PARM_DESC(max_user_map_mib,
+		 "MiB of windows and attachments one user may have mapped, over all its files (default 4194304)");
+
 static struct miscdevice shaddr_miscdev = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = SHADDR_DEVICE_NAME,

@@ -7,7 +7,6 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/bitmap.h>
 #include <linux/file.h>
 #include <linux/idr.h>
 #include <linux/mm.h>
@@ -30,6 +29,13 @@
 /* Pages a fault maps: the faulting one, plus present ones after it. */
 #define SHADDR_FAULT_AROUND	16
 /*
+ * Rounds of a fault's slow path when invalidations keep making its pages
+ * stale between pin and insert; then the fault is retried from the start.
+ */
+#define SHADDR_SLOW_TRIES	4
+/* Ticks a fault that cannot drop its lock polls for the exporter's. */
+#define SHADDR_NORETRY_POLLS	2
+/*
  * A mapping id selects a unique range of its file's address space, one
  * maximal attachment (1 TiB) wide; ids are per file.
  */
@@ -48,7 +54,8 @@ static void shaddr_mapping_release(struct kref *kref)
 	ida_free(&m->importer->mapping_ids, m->file_off / SHADDR_MAPPING_SPAN);
 	fput(m->file);
 	shaddr_export_put(m->exp);
-	kvfree(m->populated);
+	shaddr_track_destroy(&m->populated);
+	shaddr_user_uncharge(m->user, m->size);
 	kfree(m);
 }
 
@@ -203,6 +210,10 @@ static int shaddr_mapping_insert(struct shaddr_mapping *m,
 	int ret;
 	long i;
 
+	/* The tracking chunks are allocated first: not under exp->lock. */
+	ret = shaddr_track_prepare(&m->populated, off >> PAGE_SHIFT, nr);
+	if (ret)
+		return ret;
 	mutex_lock(&exp->lock);
 	ret = shaddr_may_insert(m, seq);
 	if (ret)
@@ -215,7 +226,7 @@ static int shaddr_mapping_insert(struct shaddr_mapping *m,
 		if (leave_huge &&
 		    shaddr_huge_eligible(m, vma, idx << PAGE_SHIFT, pages[i]))
 			continue;
-		set_bit(idx, m->populated);
+		shaddr_track_set(&m->populated, idx, 1);
 		vmf = vmf_insert_pfn(vma, vma->vm_start + (idx << PAGE_SHIFT),
 				     page_to_pfn(pages[i]));
 		if (vmf & VM_FAULT_ERROR) {
@@ -292,7 +303,8 @@ static void shaddr_mapping_populate(struct shaddr_mapping *m,
 	while (addr < end && !fatal_signal_pending(current)) {
 		cond_resched();
 		seq = mmu_interval_read_begin(&m->exp->notifier);
-		mmap_read_lock(mm);
+		if (mmap_read_lock_killable(mm))
+			break;
 		vma = find_vma(mm, addr);
 		if (!vma || vma->vm_start >= end) {
 			mmap_read_unlock(mm);
@@ -314,7 +326,10 @@ static void shaddr_mapping_populate(struct shaddr_mapping *m,
 			continue;
 		}
 
-		mmap_read_lock(current->mm);
+		if (mmap_read_lock_killable(current->mm)) {
+			shaddr_unpin(m, pages, n);
+			break;
+		}
 		vma = shaddr_mapping_vma(m, uaddr);
 		if (vma) {
 			int ret = shaddr_mapping_insert(m, vma, addr - m->src,
@@ -341,33 +356,161 @@ out_free:
 }
 
 /*
- * The exporter's mmap lock is busy while we hold our own fault lock. Fault
- * again, but not by spinning: a fault inside the kernel (copy_from_user() on
- * a mapping) retries at once without a scheduling point, and with every CPU
- * retrying, the task that holds the exporter's lock never runs (soft lockup).
- * Where the fault may be retried, drop our lock and sleep until the
- * exporter's lock is free; else at least give up the CPU.
- *
- * Takes over the caller's reference on the exporter's users: the sleep
- * holds only the mm_struct (mmgrab), so an exporter that dies meanwhile
- * (a fork holds its lock for long) has its address space torn down, and
- * importers' PTEs zapped, when it exits, not when we wake up.
+ * Pin the page at byte offset @off of the mapping (the exporter faults it
+ * in if need be), and the pages after it (up to SHADDR_FAULT_AROUND in
+ * all) that are present there, or with @fault_all, that the exporter can
+ * fault in: the slow path paid for the exporter's lock, and a sequential
+ * reader needs them next. Caller holds the exporter's mmap lock. Returns
+ * how many, or <= 0 for a hole (or no access there).
  */
-static vm_fault_t shaddr_fault_wait(struct vm_fault *vmf, struct mm_struct *mm)
+static long shaddr_fault_pin(struct shaddr_mapping *m, struct mm_struct *mm,
+			     unsigned long off, struct page **pages,
+			     bool fault_all)
 {
-	if ((vmf->flags & FAULT_FLAG_ALLOW_RETRY) &&
-	    !(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
-		mmgrab(mm);
-		mmput_async(mm);
-		release_fault_lock(vmf);	/* vmf->vma is not ours now */
-		if (!mmap_read_lock_killable(mm))
-			mmap_read_unlock(mm);
-		mmdrop(mm);
-		return VM_FAULT_RETRY;
+	unsigned long src = m->src + off;
+	long n, more;
+
+	n = shaddr_pin(m, mm, src, 1, 0, pages);
+	if (n != 1)
+		return n;
+	more = min_t(long, SHADDR_FAULT_AROUND - 1,
+		     (m->size - off) / PAGE_SIZE - 1);
+	if (more > 0) {
+		more = shaddr_pin(m, mm, src + PAGE_SIZE, more,
+				  fault_all ? 0 : FOLL_NOFAULT, pages + 1);
+		if (more > 0)
+			n += more;
 	}
+	return n;
+}
+
+/*
+ * The slow path found a hole at @off: remember it for the same task's next
+ * fault there (the retry of this one), which then gives SIGBUS at once
+ * instead of waiting for the exporter's lock again, unless the exporter's
+ * range changed since @seq.
+ */
+static void shaddr_fault_note_hole(struct shaddr_mapping *m, unsigned long off,
+				   unsigned long seq)
+{
+	mutex_lock(&m->exp->lock);
+	WRITE_ONCE(m->hole_task, current);
+	m->hole_off = off;
+	m->hole_seq = seq;
+	mutex_unlock(&m->exp->lock);
+}
+
+/* Is this the retry of a fault of current that found a hole at @off? */
+static bool shaddr_fault_known_hole(struct shaddr_mapping *m,
+				    unsigned long off)
+{
+	bool hole;
+
+	if (READ_ONCE(m->hole_task) != current)
+		return false;
+	mutex_lock(&m->exp->lock);
+	hole = m->hole_task == current && m->hole_off == off &&
+	       !mmu_interval_read_retry(&m->exp->notifier, m->hole_seq);
+	WRITE_ONCE(m->hole_task, NULL);
+	mutex_unlock(&m->exp->lock);
+	return hole;
+}
+
+/*
+ * The exporter's mmap lock is busy, and the fault may drop its own lock:
+ * drop it, wait (killable) for the exporter's, and do the work under the
+ * lock waited for: pin the pages, then insert them under our own lock
+ * taken again, only tried while we hold theirs (so two processes mapping
+ * each other cannot deadlock), else taken after theirs is dropped. A lock
+ * once waited for is never dropped to be merely tried again, so the fault
+ * completes however busy the exporter keeps its lock; its retry finds the
+ * PTEs in place. Only an invalidation between the pin and the insert sends
+ * it round again, a few times at most.
+ *
+ * Takes over the caller's reference on the exporter's users (mmget), and
+ * drops it: an exporter that exits meanwhile is torn down, and importers'
+ * PTEs zapped, when it exits, never here.
+ */
+static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct shaddr_mapping *m = vma->vm_private_data;
+	struct mm_struct *imm = vma->vm_mm;
+	unsigned long addr = vmf->address, start = vma->vm_start;
+	unsigned long off = (addr & PAGE_MASK) - start;
+	struct page *pages[SHADDR_FAULT_AROUND];
+	unsigned long seq;
+	int tries, err = -EAGAIN;
+	long n;
+
+	kref_get(&m->kref);
+	mmgrab(imm);
+	release_fault_lock(vmf);	/* vmf->vma is not ours now */
+	for (tries = 0; err == -EAGAIN && tries < SHADDR_SLOW_TRIES; tries++) {
+		bool both;
+
+		if (mmap_read_lock_killable(mm))
+			break;
+		/* Read under the lock: writers that ran while we waited are past. */
+		seq = mmu_interval_read_begin(&m->exp->notifier);
+		n = shaddr_fault_pin(m, mm, off, pages, true);
+		if (n <= 0) {
+			mmap_read_unlock(mm);
+			shaddr_fault_note_hole(m, off, seq);
+			break;
+		}
+		/*
+		 * Insert before the exporter's writers (queued behind us) can
+		 * invalidate: our own lock can only be tried while we hold
+		 * theirs; if that fails, take it after dropping theirs.
+		 */
+		both = mmap_read_trylock(imm);
+		if (!both) {
+			mmap_read_unlock(mm);
+			if (mmap_read_lock_killable(imm)) {
+				shaddr_unpin(m, pages, n);
+				break;
+			}
+		}
+		err = -ENOENT;
+		vma = vma_lookup(imm, addr);
+		if (vma && vma->vm_start == start &&
+		    vma->vm_ops == &shaddr_mapping_vm_ops &&
+		    vma->vm_private_data == m)
+			err = shaddr_mapping_insert(m, vma, off, pages, n, seq,
+						    false);
+		mmap_read_unlock(imm);
+		if (both)
+			mmap_read_unlock(mm);
+		shaddr_unpin(m, pages, n);
+	}
+	mmdrop(imm);
 	mmput_async(mm);
-	cond_resched();
-	return VM_FAULT_NOPAGE;
+	shaddr_mapping_put(m);
+	return VM_FAULT_RETRY;
+}
+
+/*
+ * A fault that may not drop its lock (fixup_user_fault() from futex code,
+ * which faults again on VM_FAULT_NOPAGE without a signal check of its own)
+ * cannot wait for the exporter's lock while it holds its own: it polls for
+ * a few ticks, stopping at once at a fatal signal. Returns 0 with the
+ * exporter's lock held, -EINTR or -EBUSY.
+ */
+static int shaddr_fault_lock_noretry(struct vm_fault *vmf, struct mm_struct *mm)
+{
+	int i;
+
+	for (i = 0; ; i++) {
+		if (mmap_read_trylock(mm))
+			return 0;
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		if (i == SHADDR_NORETRY_POLLS ||
+		    (vmf->flags & FAULT_FLAG_RETRY_NOWAIT))
+			return -EBUSY;
+		schedule_timeout_killable(1);
+	}
 }
 
 static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
@@ -377,44 +520,49 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 	struct shaddr_export *exp = m->exp;
 	struct page *pages[SHADDR_FAULT_AROUND];
 	unsigned long off = (vmf->address & PAGE_MASK) - vma->vm_start;
-	unsigned long src = m->src + off;
+	bool may_wait = (vmf->flags & FAULT_FLAG_ALLOW_RETRY) &&
+			!(vmf->flags & FAULT_FLAG_RETRY_NOWAIT);
 	struct mm_struct *mm = exp->mm;
 	unsigned long seq;
 	vm_fault_t ret;
-	long n, more;
+	long n;
 	int err;
 
 	atomic64_inc(&shaddr_stats.faults);
+	/* Nothing else bounds a caller that faults again and again. */
+	if (!may_wait && fatal_signal_pending(current))
+		return VM_FAULT_SIGBUS;
+	if (shaddr_fault_known_hole(m, off))
+		return VM_FAULT_SIGBUS;
 	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
 		return VM_FAULT_SIGBUS;
 
-	seq = mmu_interval_read_begin(&exp->notifier);
 	/*
 	 * We hold our own mmap lock; waiting for the exporter's could deadlock
-	 * against an exporter that maps us. A busy exporter means: fault again.
+	 * against an exporter that maps us. A busy exporter means: the slow
+	 * path, without our lock, or polling where that cannot be dropped.
 	 */
-	if (!mmap_read_trylock(mm))
-		return shaddr_fault_wait(vmf, mm);	/* it drops mm */
-	/* The faulting page may be faulted in (in the exporter)... */
-	n = shaddr_pin(m, mm, src, 1, 0, pages);
-	/* ...the ones after it are mapped only if already present. */
-	if (n == 1) {
-		more = min_t(long, SHADDR_FAULT_AROUND - 1,
-			     (m->size - off) / PAGE_SIZE - 1);
-		if (more > 0) {
-			more = shaddr_pin(m, mm, src + PAGE_SIZE, more,
-					  FOLL_NOFAULT, pages + 1);
-			if (more > 0)
-				n += more;
+	if (!mmap_read_trylock(mm)) {
+		if (may_wait)
+			return shaddr_fault_slow(vmf, mm);	/* drops mm */
+		err = shaddr_fault_lock_noretry(vmf, mm);
+		if (err) {
+			ret = err == -EINTR ? VM_FAULT_SIGBUS :
+			      (vmf->flags & FAULT_FLAG_RETRY_NOWAIT) ?
+			      VM_FAULT_RETRY : VM_FAULT_NOPAGE;
+			goto out_put;
 		}
 	}
-	mmap_read_unlock(mm);
+	seq = mmu_interval_read_begin(&exp->notifier);
+	n = shaddr_fault_pin(m, mm, off, pages, false);
 	if (n <= 0) {
+		mmap_read_unlock(mm);
 		ret = VM_FAULT_SIGBUS;	/* a hole, or no access there */
 		goto out_put;
 	}
-
+	/* Under both locks: no exporter writer can make the pages stale. */
 	err = shaddr_mapping_insert(m, vma, off, pages, n, seq, false);
+	mmap_read_unlock(mm);
 	shaddr_unpin(m, pages, n);
 	if (err == -ENOENT)
 		ret = VM_FAULT_SIGBUS;
@@ -471,7 +619,8 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 			n += more;
 	}
 	mmap_read_unlock(mm);
-	if (n != HPAGE_PMD_NR)
+	if (n != HPAGE_PMD_NR ||
+	    shaddr_track_prepare(&m->populated, off >> PAGE_SHIFT, n))
 		goto out_unpin;
 	folio = page_folio(pages[0]);
 	if (folio_order(folio) != PMD_ORDER || pages[0] != folio_page(folio, 0))
@@ -484,7 +633,8 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 	if (!shaddr_may_insert(m, seq)) {
 		unsigned int noreclaim = memalloc_noreclaim_save();
 
-		bitmap_set(m->populated, off >> PAGE_SHIFT, HPAGE_PMD_NR);
+		shaddr_track_set(&m->populated, off >> PAGE_SHIFT,
+				 HPAGE_PMD_NR);
 		ret = vmf_insert_pfn_pmd(vmf,
 					 __pfn_to_pfn_t(page_to_pfn(pages[0]), 0),
 					 m->writable &&
@@ -611,18 +761,25 @@ static struct shaddr_mapping *shaddr_mapping_alloc(struct shaddr_file *sf,
 						   bool writable, u64 apid)
 {
 	struct shaddr_mapping *m;
+	struct shaddr_user *user;
 	int id;
 
+	/* The user's bound first: an over-limit request allocates nothing. */
+	user = shaddr_user_charge(size);
+	if (IS_ERR(user))
+		return ERR_CAST(user);
 	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
 	if (!m)
-		return NULL;
+		goto err_uncharge;
 	id = ida_alloc_max(&sf->mapping_ids, SHADDR_MAX_MAPPING_IDS - 1,
 			   GFP_KERNEL);
 	if (id < 0) {
 		kfree(m);
-		return NULL;
+		goto err_uncharge;
 	}
 	kref_init(&m->kref);
+	m->user = user;
+	xa_init(&m->populated);
 	m->file = get_file(file);
 	INIT_LIST_HEAD(&m->exp_node);
 	INIT_LIST_HEAD(&m->file_node);
@@ -637,6 +794,10 @@ static struct shaddr_mapping *shaddr_mapping_alloc(struct shaddr_file *sf,
 	m->writable = writable;
 	m->state = SHADDR_MAPPING_RETIRED;	/* until it holds a slot */
 	return m;
+
+err_uncharge:
+	shaddr_user_uncharge(user, size);
+	return ERR_PTR(-ENOMEM);
 }
 
 /**
@@ -668,9 +829,9 @@ long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
 	long ret;
 
 	m = shaddr_mapping_alloc(sf, file, exp, src, size, writable, apid);
-	if (!m) {
+	if (IS_ERR(m)) {
 		shaddr_export_put(exp);
-		return -ENOMEM;
+		return PTR_ERR(m);
 	}
 	ret = shaddr_reserve(sf, m);
 	if (ret) {
@@ -678,16 +839,9 @@ long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
 		goto out_put;
 	}
 	atomic64_inc(apid ? &shaddr_stats.attachments : &shaddr_stats.windows);
-	/* Sized by the request: only now that the quota admitted it. */
-	m->populated = kvcalloc(BITS_TO_LONGS(size >> PAGE_SHIFT),
-				sizeof(unsigned long), GFP_KERNEL_ACCOUNT);
-	if (!m->populated) {
-		ret = -ENOMEM;
-		goto out_retire;
-	}
 
 	mutex_lock(&exp->lock);
-	if (exp->dead) {
+	if (shaddr_export_dead(exp)) {
 		mutex_unlock(&exp->lock);
 		ret = -ENOENT;
 		goto out_retire;

@@ -186,7 +186,7 @@ long shaddr_ioc_attach(struct shaddr_file *sf, struct file *file,
 	if (!acc)
 		return -ENOENT;
 	seg = acc->seg;
-	if (READ_ONCE(seg->dead))
+	if (shaddr_export_dead(seg))
 		return -ENOENT;
 	if (req.offset >= seg->size || req.size > seg->size - req.offset)
 		return -EINVAL;

@@ -33,10 +33,13 @@
  *  - shaddr_file.lock (mutex): ioctls of one file; its exports and access
  *    ids.
  *  - mmap_lock: the importer's (faults, vm_ops, MAP/ATTACH populating) and
- *    the exporter's (pinning). They are never nested: the fault path takes
- *    the exporter's only with mmap_read_trylock(), and population pins
- *    with the exporter's lock alone, then inserts with the importer's
- *    alone. Two processes mapping each other cannot deadlock.
+ *    the exporter's (pinning). One is only ever tried, never waited for,
+ *    while the other is held: a fault holding its own lock takes the
+ *    exporter's with mmap_read_trylock(); when that fails it drops its own,
+ *    waits for the exporter's and pins under it, then tries its own (or
+ *    takes it once the exporter's is dropped) to insert. Population pins
+ *    with the exporter's lock alone and inserts with the importer's alone.
+ *    Two processes mapping each other cannot deadlock.
  *  - shaddr_export.lock (mutex): the export's mapping list, each mapping's
  *    populated bitmap, the dead flag, and the notifier sequence: a PTE is
  *    only inserted under this lock after
@@ -47,6 +50,7 @@
  *    and quota, the pending mapping, and each mapping's VMA count and
  *    state; taken last.
  *  - shaddr_exports_lock (spinlock): writers of the handle hash table.
+ *  - shaddr_users_lock (spinlock): the per-user charges (user.c).
  *
  * Coherence: exporter pages are pinned (FOLL_PIN) only while their PFNs are
  * inserted, as KVM does; the mmu interval notifier then zaps importer PTEs
@@ -73,10 +77,12 @@
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
 #include <linux/types.h>
+#include <linux/xarray.h>
 
 #include <linux/shaddr.h>
 
 struct shaddr_mapping;
+struct shaddr_user;
 
 /**
  * struct shaddr_file - state of one open file description of /dev/shaddr
@@ -225,7 +231,14 @@ enum shaddr_mapping_state {
  * @state: see enum shaddr_mapping_state (under @importer->slot_lock)
  * @nr_vmas: VMAs showing the mapping (under @importer->slot_lock)
  * @uaddr: start of its VMA in the importer (under @importer->slot_lock)
- * @populated: one bit per page that may have a PTE (under @exp->lock)
+ * @populated: which pages may have a PTE: a sparse bitmap (track.c); bits
+ *             under @exp->lock
+ * @user: the user the mapping's size is charged to (user.c)
+ * @hole_task: a task whose fault's slow path found a hole at @hole_off
+ *             with the exporter's range as of @hole_seq; its retry raises
+ *             SIGBUS (these three under @exp->lock)
+ * @hole_off: see @hole_task
+ * @hole_seq: see @hole_task
  */
 struct shaddr_mapping {
 	struct kref kref;
@@ -244,7 +257,11 @@ struct shaddr_mapping {
 	enum shaddr_mapping_state state;
 	unsigned int nr_vmas;
 	unsigned long uaddr;
-	unsigned long *populated;
+	struct xarray populated;
+	struct shaddr_user *user;
+	struct task_struct *hole_task;
+	unsigned long hole_off;
+	unsigned long hole_seq;
 };
 
 /**
@@ -263,6 +280,7 @@ struct shaddr_mapping {
  * @segments: segments alive right now
  * @attachments: segment attachments mapped right now
  * @huge_mapped: 2 MiB PMD mappings made since load
+ * @track_bytes: bytes of the mappings' population bitmaps right now
  */
 struct shaddr_stats {
 	atomic64_t open_files;
@@ -278,6 +296,7 @@ struct shaddr_stats {
 	atomic64_t segments;
 	atomic64_t attachments;
 	atomic64_t huge_mapped;
+	atomic64_t track_bytes;
 };
 
 extern struct shaddr_stats shaddr_stats;
@@ -290,6 +309,7 @@ extern unsigned long shaddr_default_slot_size;
 extern unsigned int shaddr_max_exports;
 extern unsigned int shaddr_max_attachments;
 extern unsigned long shaddr_max_attach_mib;
+extern unsigned long shaddr_max_user_map_mib;
 
 void shaddr_stats_init(void);
 
@@ -308,6 +328,7 @@ void shaddr_export_release_all(struct shaddr_file *sf);
 struct shaddr_export *shaddr_export_lookup(u64 handle,
 					   enum shaddr_export_kind kind);
 void shaddr_export_put(struct shaddr_export *exp);
+bool shaddr_export_dead(struct shaddr_export *exp);
 
 /* mapping.c */
 long shaddr_mapping_create(struct shaddr_file *sf, struct file *file,
@@ -319,6 +340,21 @@ int shaddr_mmap(struct file *file, struct vm_area_struct *vma);
 void shaddr_mapping_zap(struct shaddr_mapping *m, unsigned long first,
 			unsigned long last);
 void shaddr_mapping_put(struct shaddr_mapping *m);
+
+/* track.c */
+int shaddr_track_prepare(struct xarray *xa, unsigned long first,
+			 unsigned long nr);
+void shaddr_track_set(struct xarray *xa, unsigned long first,
+		      unsigned long nr);
+bool shaddr_track_any(struct xarray *xa, unsigned long first,
+		      unsigned long last);
+void shaddr_track_clear(struct xarray *xa, unsigned long first,
+			unsigned long last);
+void shaddr_track_destroy(struct xarray *xa);
+
+/* user.c */
+struct shaddr_user *shaddr_user_charge(unsigned long bytes);
+void shaddr_user_uncharge(struct shaddr_user *u, unsigned long bytes);
 
 /* window.c */
 long shaddr_ioc_map(struct shaddr_file *sf, struct file *file,

@@ -52,6 +52,8 @@ static struct shaddr_stat_attr shaddr_stat_attrs[] = {
 	  &shaddr_stats.attachments },
 	{ __ATTR(huge_mapped, 0444, shaddr_stat_show, NULL),
 	  &shaddr_stats.huge_mapped },
+	{ __ATTR(track_bytes, 0444, shaddr_stat_show, NULL),
+	  &shaddr_stats.track_bytes },
 };
 
 static struct attribute *shaddr_stats_attrs[ARRAY_SIZE(shaddr_stat_attrs) + 1];

@@ -122,8 +122,8 @@ long shaddr_ioc_query(struct shaddr_file *sf, void __user *uarg)
 		if (!m || m->state != SHADDR_MAPPING_MAPPED)
 			continue;
 		q->nr_mapped++;
-		si->state = READ_ONCE(m->exp->dead) ? SHADDR_SLOT_DEAD :
-						      SHADDR_SLOT_MAPPED;
+		si->state = shaddr_export_dead(m->exp) ? SHADDR_SLOT_DEAD :
+							 SHADDR_SLOT_MAPPED;
 		si->prot = SHADDR_PROT_READ |
 			   (m->writable ? SHADDR_PROT_WRITE : 0);
 		si->peer = pid_vnr(m->exp->tgid);

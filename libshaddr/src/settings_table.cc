@@ -299,6 +299,9 @@ constexpr SettingDef kSettings[] = {
           "segment attachments per open file; the next ATTACH gets `ENOSPC`"),
     other("max_attach_mib", "module parameter", "`1048576`",
           "MiB of segment attachments per open file; beyond it ATTACH gets `ENOMEM`"),
+    other("max_user_map_mib", "module parameter", "`4194304`",
+          "MiB of windows and attachments one user (real uid) may have mapped over all its "
+          "open files and processes; beyond it MAP and ATTACH get `ENOMEM`"),
 };
 
 }  // namespace

@@ -152,7 +152,7 @@ struct shaddr_unmap {
 /* States of a slot in struct shaddr_slot_info. */
 #define SHADDR_SLOT_FREE	0
 #define SHADDR_SLOT_MAPPED	1
-#define SHADDR_SLOT_DEAD	2	/* exporter gone or handle revoked: SIGBUS */
+#define SHADDR_SLOT_DEAD	2	/* exporter exited/exec'd or revoked: SIGBUS */
 
 /**
  * struct shaddr_slot_info - one slot, as reported by %SHADDR_IOC_QUERY
@@ -224,9 +224,11 @@ struct shaddr_query {
  * mapping of the exporter's raise SIGBUS.
  *
  * Return: 0; -EFAULT; -EINVAL (bad @prot, @flags or @block); -ENOENT (no
- * such handle, or revoked); -EPERM (the caller may not ptrace-attach to the
- * exporter); -EACCES (@prot asks for write on a read-only handle);
- * -ENOSPC (no free slot); -EBADFD; -EBADF; -ENOMEM.
+ * such handle, revoked, or its exporter exited); -EPERM (the caller may not
+ * ptrace-attach to the exporter); -EACCES (@prot asks for write on a
+ * read-only handle); -ENOSPC (no free slot); -EBADFD; -EBADF; -ENOMEM (the
+ * caller's real uid would exceed max_user_map_mib, checked before anything
+ * is allocated, or no memory).
  */
 #define SHADDR_IOC_MAP		_IOWR(SHADDR_IOC_MAGIC, 0x03, struct shaddr_map)
 
@@ -374,10 +376,11 @@ struct shaddr_attach {
  *
  * Return: 0; -EFAULT; -EINVAL (range outside the segment, zero size or
  * above 1 TiB, @flags, @pad, misaligned fixed address); -ENOENT (no such
- * access id, or the segment was removed); -ENOSPC (max_attachments
- * reached); -ENOMEM (max_attach_mib reached, checked before anything sized
- * by the request is allocated, or no memory); -EBADFD; -EBADF; errors of
- * mmap(2).
+ * access id, or the segment was removed, or its exporter exited); -ENOSPC
+ * (max_attachments reached); -ENOMEM (max_attach_mib of the file or
+ * max_user_map_mib of the caller's real uid reached, checked before
+ * anything sized by the request is allocated, or no memory); -EBADFD;
+ * -EBADF; errors of mmap(2).
  */
 #define SHADDR_IOC_ATTACH	_IOWR(SHADDR_IOC_MAGIC, 0x14, \
 				      struct shaddr_attach)
