@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "size_parse.h"
+
 namespace {
 
 double now() {
@@ -34,13 +36,15 @@ double now() {
       .count();
 }
 
-size_t parse_size(const char *s) {
-  char *end = nullptr;
-  size_t v = std::strtoull(s, &end, 10);
-  if (*end == 'K' || *end == 'k') v <<= 10;
-  if (*end == 'M' || *end == 'm') v <<= 20;
-  if (*end == 'G' || *end == 'g') v <<= 30;
-  return v;
+// A size on the command line (size_parse.h); a bad one ends the program.
+size_t parse_size(const std::string &s) {
+  uint64_t v = 0;
+  if (const auto err = shaddr::parse_size(s, &v); err != shaddr::SizeError::kNone) {
+    std::fprintf(stderr, "shaddr-copy-limit: size %s: %s\n", s.c_str(),
+                 shaddr::size_error_text(err));
+    std::exit(2);
+  }
+  return static_cast<size_t>(v);
 }
 
 int reps_for(size_t size) {
@@ -129,8 +133,8 @@ int main(int argc, char **argv) {
     if (a == "--sizes" && i + 1 < argc) {
       const std::string v = argv[++i];
       const size_t c = v.find(':');
-      lo = parse_size(v.substr(0, c).c_str());
-      hi = c == std::string::npos ? lo : parse_size(v.substr(c + 1).c_str());
+      lo = parse_size(v.substr(0, c));
+      hi = c == std::string::npos ? lo : parse_size(v.substr(c + 1));
     } else if (a == "--threads" && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (a == "--json" && i + 1 < argc) {

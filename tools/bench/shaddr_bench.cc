@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "shaddr_interpose.h"
+#include "size_parse.h"
 
 namespace {
 
@@ -62,7 +63,7 @@ struct Options {
       "Usage: shaddr-bench [options]   (under mpiexec)\n"
       "  --coll LIST       comma-separated: bcast,reduce,allreduce,allgather,alltoall,barrier,\n"
       "                    pingpong, or all (default: all but pingpong)\n"
-      "  --sizes MIN:MAX   bytes, K/M/G suffixes, doubling (default 8:64M)\n"
+      "  --sizes MIN:MAX   bytes, K/M/G/T (or KiB...) suffixes, doubling (default 8:64M)\n"
       "  --iters N         timed calls per size (default: 200 up to 1 MiB, fewer above)\n"
       "  --warmup N        untimed calls per size (default: iters / 10, at least 2)\n"
       "  --validate        check every result; exit 1 if any is wrong\n"
@@ -77,18 +78,9 @@ struct Options {
 }
 
 size_t parse_size(const std::string &s) {
-  char *end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (end == s.c_str()) usage(2);
-  size_t mult = 1;
-  switch (*end) {
-    case 'k': case 'K': mult = 1u << 10; end++; break;
-    case 'm': case 'M': mult = 1u << 20; end++; break;
-    case 'g': case 'G': mult = 1u << 30; end++; break;
-    default: break;
-  }
-  if (*end != '\0') usage(2);
-  return static_cast<size_t>(v) * mult;
+  uint64_t v = 0;
+  if (shaddr::parse_size(s, &v) != shaddr::SizeError::kNone) usage(2);
+  return static_cast<size_t>(v);
 }
 
 Options parse(int argc, char **argv) {

@@ -10,6 +10,7 @@
 #include "micro.h"
 #include "seed001.h"
 #include "small.h"
+#include "size_parse.h"
 
 namespace {
 
@@ -39,13 +40,10 @@ void usage(FILE *f) {
       f);
 }
 
-// Bytes, with an optional K or M suffix (as the SHADDR_* sizes).
+// Bytes, in the SHADDR_* sizes' grammar (size_parse.h); 0 when not a size.
 size_t parse_size(const char *text) {
-  char *end = nullptr;
-  size_t v = std::strtoull(text, &end, 0);
-  if (end && (*end == 'K' || *end == 'k')) v <<= 10;
-  if (end && (*end == 'M' || *end == 'm')) v <<= 20;
-  return v;
+  uint64_t v = 0;
+  return shaddr::parse_size(text, &v) == shaddr::SizeError::kNone ? static_cast<size_t>(v) : 0;
 }
 
 bool write_file(const char *path, const std::string &text) {
@@ -84,8 +82,13 @@ int main(int argc, char **argv) {
       o.ranks = std::atoi(argv[++i]);
     else if (a == "--iters" && has_value)
       o.iters = std::atoi(argv[++i]);
-    else if (a == "--max-message" && has_value)
+    else if (a == "--max-message" && has_value) {
       o.max_message = parse_size(argv[++i]);
+      if (!o.max_message) {
+        usage(stderr);
+        return 2;
+      }
+    }
     else if (a == "--repeat" && has_value)
       o.repeat = std::atoi(argv[++i]);
     else if (a == "--json" && has_value)
