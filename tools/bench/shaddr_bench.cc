@@ -23,12 +23,14 @@
 // gives the point-to-point alpha/beta of the cost model.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <mpi.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -73,7 +75,7 @@ struct Options {
       "  --corrupt-for-test  flip one received byte on the last rank (proves --validate fails)\n"
       "  --label NAME      contender name written into the JSON\n"
       "  --json FILE       results as JSON      --csv FILE   results as CSV\n",
-      stderr);
+      rc ? stderr : stdout);
   std::exit(rc);
 }
 
@@ -86,31 +88,60 @@ size_t parse_size(const std::string &s) {
 Options parse(int argc, char **argv) {
   Options o;
   std::string colls = "bcast,reduce,allreduce,allgather,alltoall,barrier";
-  for (int i = 1; i < argc; i++) {
-    const std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    if (a == "--coll") colls = val();
-    else if (a == "--sizes") {
-      const std::string v = val();
-      const size_t c = v.find(':');
-      if (c == std::string::npos) o.min_size = o.max_size = parse_size(v);
-      else { o.min_size = parse_size(v.substr(0, c)); o.max_size = parse_size(v.substr(c + 1)); }
-      if (o.min_size == 0 || o.max_size < o.min_size) usage(2);
-    } else if (a == "--iters") o.iters = std::atoi(val().c_str());
-    else if (a == "--warmup") o.warmup = std::atoi(val().c_str());
-    else if (a == "--validate") o.validate = true;
-    else if (a == "--churn") o.churn = true;
-    else if (a == "--first-call") o.first_call = true;
-    else if (a == "--cache-hot") o.cache_hot = true;
-    else if (a == "--corrupt-for-test") o.corrupt = true;
-    else if (a == "--label") o.label = val();
-    else if (a == "--json") o.json = val();
-    else if (a == "--csv") o.csv = val();
-    else if (a == "-h" || a == "--help") usage(0);
-    else { std::fprintf(stderr, "shaddr-bench: unknown option %s\n", a.c_str()); usage(2); }
+  enum { kColl = 256, kSizes, kIters, kWarmup, kValidate, kChurn, kFirstCall, kCacheHot,
+         kCorrupt, kLabel, kJson, kCsv };
+  static const option kLong[] = {
+      {"coll", required_argument, nullptr, kColl},
+      {"sizes", required_argument, nullptr, kSizes},
+      {"iters", required_argument, nullptr, kIters},
+      {"warmup", required_argument, nullptr, kWarmup},
+      {"validate", no_argument, nullptr, kValidate},
+      {"churn", no_argument, nullptr, kChurn},
+      {"first-call", no_argument, nullptr, kFirstCall},
+      {"cache-hot", no_argument, nullptr, kCacheHot},
+      {"corrupt-for-test", no_argument, nullptr, kCorrupt},
+      {"label", required_argument, nullptr, kLabel},
+      {"json", required_argument, nullptr, kJson},
+      {"csv", required_argument, nullptr, kCsv},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
+  // A count: digits only (size_parse.h without a suffix), within int.
+  auto count = [](const char *text) {
+    uint64_t v = 0;
+    if (shaddr::parse_size(text, &v, false) != shaddr::SizeError::kNone || v > INT_MAX) usage(2);
+    return static_cast<int>(v);
+  };
+  for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case kColl: colls = optarg; break;
+      case kSizes: {
+        const std::string v = optarg;
+        const size_t colon = v.find(':');
+        if (colon == std::string::npos) o.min_size = o.max_size = parse_size(v);
+        else {
+          o.min_size = parse_size(v.substr(0, colon));
+          o.max_size = parse_size(v.substr(colon + 1));
+        }
+        if (o.min_size == 0 || o.max_size < o.min_size) usage(2);
+        break;
+      }
+      case kIters: o.iters = count(optarg); break;
+      case kWarmup: o.warmup = count(optarg); break;
+      case kValidate: o.validate = true; break;
+      case kChurn: o.churn = true; break;
+      case kFirstCall: o.first_call = true; break;
+      case kCacheHot: o.cache_hot = true; break;
+      case kCorrupt: o.corrupt = true; break;
+      case kLabel: o.label = optarg; break;
+      case kJson: o.json = optarg; break;
+      case kCsv: o.csv = optarg; break;
+      case 'h': usage(0);
+      default: usage(2);  // getopt_long named the unknown option
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "shaddr-bench: unexpected argument %s\n", argv[optind]);
+    usage(2);
   }
   if (colls == "all") colls += ",pingpong";
   size_t p = 0;
