@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -546,16 +547,6 @@ class Bench {
   MappingProbe probe_;
 };
 
-std::string json_escape(const std::string &s) {
-  std::string r;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') { r += '\\'; r += ch; }
-    else if (static_cast<unsigned char>(ch) < 0x20) r += ' ';
-    else r += ch;
-  }
-  return r;
-}
-
 std::string library_version() {
   char v[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
@@ -615,35 +606,41 @@ int main(int argc, char **argv) {
     std::ofstream f(o.json);
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    f << "{\n  \"tool\": \"shaddr-bench\",\n  \"label\": \"" << json_escape(o.label)
-      << "\",\n  \"mpi\": \"" << json_escape(library_version()) << "\",\n  \"host\": \""
-      << json_escape(host) << "\",\n  \"ranks\": " << size << ",\n  \"mode\": \"" << mode
-      << "\",\n  \"validation\": \"" << verdict << "\",\n  \"errors\": " << errors
-      << ",\n  \"results\": [";
-    char line[512];
-    for (size_t i = 0; i < results.size(); i++) {
-      const Result &r = results[i];
-      std::snprintf(line, sizeof line,
-                    "%s\n    {\"coll\": \"%s\", \"bytes\": %zu, \"iters\": %d, \"warmup\": %d, "
-                    "\"t_max_us\": %.4f, \"t_min_us\": %.4f, \"t_avg_us\": %.4f, "
-                    "\"first_call_us\": %s, \"errors\": %lld",
-                    i ? "," : "", kCollNames[static_cast<int>(r.coll)], r.bytes, r.iters,
-                    r.warmup, r.t_max * 1e6, r.t_min * 1e6, r.t_avg * 1e6,
-                    r.first >= 0 ? std::to_string(r.first * 1e6).c_str() : "null", r.errors);
-      f << line;
+    // Key order kept as written before (readers diff these files).
+    using Json = nlohmann::ordered_json;
+    auto num_or_null = [](auto v) { return v >= 0 ? Json(v) : Json(nullptr); };
+    Json rows = Json::array();
+    for (const Result &r : results) {
+      Json row = {{"coll", kCollNames[static_cast<int>(r.coll)]},
+                  {"bytes", r.bytes},
+                  {"iters", r.iters},
+                  {"warmup", r.warmup},
+                  {"t_max_us", r.t_max * 1e6},
+                  {"t_min_us", r.t_min * 1e6},
+                  {"t_avg_us", r.t_avg * 1e6},
+                  {"first_call_us", r.first >= 0 ? Json(r.first * 1e6) : Json(nullptr)},
+                  {"errors", r.errors}};
       if (o.churn) {
-        auto num = [](long long v) { return v >= 0 ? std::to_string(v) : std::string("null"); };
-        f << ", \"misses_per_call\": "
-          << (r.misses_per_call >= 0 ? std::to_string(r.misses_per_call) : "null")
-          << ", \"bytes_mapped_max\": " << num(r.bytes_mapped_max)
-          << ", \"open_files_max\": " << num(r.open_files_max)
-          << ", \"windows_max\": " << num(r.windows_max)
-          << ", \"attachments_max\": " << num(r.attachments_max)
-          << ", \"pages_pinned_max\": " << num(r.pages_pinned_max);
+        row["misses_per_call"] = num_or_null(r.misses_per_call);
+        row["bytes_mapped_max"] = num_or_null(r.bytes_mapped_max);
+        row["open_files_max"] = num_or_null(r.open_files_max);
+        row["windows_max"] = num_or_null(r.windows_max);
+        row["attachments_max"] = num_or_null(r.attachments_max);
+        row["pages_pinned_max"] = num_or_null(r.pages_pinned_max);
       }
-      f << "}";
+      rows.push_back(std::move(row));
     }
-    f << "\n  ]\n}\n";
+    const Json doc = {{"tool", "shaddr-bench"},
+                      {"label", o.label},
+                      {"mpi", library_version()},
+                      {"host", host},
+                      {"ranks", size},
+                      {"mode", mode},
+                      {"validation", verdict},
+                      {"errors", errors},
+                      {"results", std::move(rows)}};
+    // Invalid UTF-8 (a host or MPI string) is replaced, not thrown over.
+    f << doc.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     if (!f) std::fprintf(stderr, "shaddr-bench: cannot write %s\n", o.json.c_str());
   }
   if (rank == 0 && !o.csv.empty()) {
