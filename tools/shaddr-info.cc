@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // shaddr-info: what the loaded shaddr module reports — ABI version, features, counters; and
 // (--settings) every setting as libshaddr declares it.
+#include <getopt.h>
 #include <linux/shaddr.h>
 
 #include <algorithm>
@@ -105,14 +106,23 @@ int print_settings(bool markdown) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+  // --settings[=markdown]: the settings table, as text or as the docs' Markdown.
+  static const option kLong[] = {{"settings", optional_argument, nullptr, 's'},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
+    if (c == 'h') {
       usage(stdout);
       return 0;
     }
-    if (!std::strcmp(argv[i], "--settings")) return print_settings(false);
-    if (!std::strcmp(argv[i], "--settings=markdown")) return print_settings(true);
-    std::fprintf(stderr, "shaddr-info: unknown argument '%s'\n", argv[i]);
+    if (c == 's' && !optarg) return print_settings(false);
+    if (c == 's' && !std::strcmp(optarg, "markdown")) return print_settings(true);
+    if (c == 's') std::fprintf(stderr, "shaddr-info: --settings=%s: not markdown\n", optarg);
+    usage(stderr);
+    return 2;
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "shaddr-info: unknown argument '%s'\n", argv[optind]);
     usage(stderr);
     return 2;
   }

@@ -9,6 +9,7 @@
 // 8-rank launch on 2 emulated CPUs.
 #include <elf.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -300,28 +301,23 @@ std::string shell_quote(const std::string &s) {
 int main(int argc, char **argv) {
   std::string mpi;
   bool print = false;
-  int i = 1;
-  for (; i < argc; i++) {
-    const std::string_view a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--mpi") {
-      if (i + 1 >= argc) die("--mpi needs a value");
-      mpi = argv[++i];
-    } else if (a.substr(0, 6) == "--mpi=") {
-      mpi = a.substr(6);
-    } else if (a == "--print") {
-      print = true;
-    } else if (a == "--") {
-      i++;
-      break;
-    } else if (!a.empty() && a[0] == '-') {
-      die("unknown option '" + std::string(a) + "' (see --help)");
-    } else {
-      break;
+  // "+": options end at the first non-option, the program (or launcher) and its own options.
+  static const option kLong[] = {{"mpi", required_argument, nullptr, 'm'},
+                                 {"print", no_argument, nullptr, 'p'},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
+  opterr = 0;  // errors are told below, in shaddr-run's words
+  for (int c; (c = getopt_long(argc, argv, "+h", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case 'h': std::fputs(kUsage, stdout); return 0;
+      case 'm': mpi = optarg; break;
+      case 'p': print = true; break;
+      default:
+        if (optopt == 'm') die("--mpi needs a value");
+        die("unknown option '" + std::string(argv[optind - 1]) + "' (see --help)");
     }
   }
+  const int i = optind;
   if (i >= argc) {
     std::fputs(kUsage, stderr);
     return 2;

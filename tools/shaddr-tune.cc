@@ -11,6 +11,7 @@
 // <coll>=alpha_us/GBps@ranks, select.h): every collective's small path and single-copy path,
 // forced, timed and fitted. shaddr_select() weighs them against the fallbacks' lines.
 // Usage: shaddr-tune [-n RANKS] [--model] [-o FILE]   (SHADDR_BACKEND picks the backend)
+#include <getopt.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 
 #include "bootstrap.h"
 #include "select.h"
+#include "size_parse.h"
 #include "shaddr/coll.h"
 
 namespace {
@@ -166,14 +168,33 @@ int main(int argc, char **argv) {
   int ranks = 2;
   bool model = false;
   const char *outpath = nullptr;
-  for (int i = 1; i < argc; i++) {
-    if (!std::strcmp(argv[i], "-n") && i + 1 < argc) ranks = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "-o") && i + 1 < argc) outpath = argv[++i];
-    else if (!std::strcmp(argv[i], "--model")) model = true;
-    else {
-      std::fprintf(stderr, "usage: shaddr-tune [-n RANKS] [--model] [-o FILE]\n");
-      return 2;
+  static const option kLong[] = {{"model", no_argument, nullptr, 'm'},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
+  const char *const kUsage =
+      "usage: shaddr-tune [-n RANKS] [--model] [-o FILE]\n"
+      "  -n RANKS   ranks of the measured communicator (default 2, at least 2)\n"
+      "  --model    also fit the cost model's alpha/beta per algorithm\n"
+      "  -o FILE    write the SHADDR_TUNING_FILE there (default: print it)\n";
+  for (int c; (c = getopt_long(argc, argv, "n:o:h", kLong, nullptr)) != -1;) {
+    uint64_t n = 0;
+    switch (c) {
+      case 'n':
+        if (shaddr::parse_size(optarg, &n, false) != shaddr::SizeError::kNone || n > 4096) {
+          std::fputs(kUsage, stderr);
+          return 2;
+        }
+        ranks = static_cast<int>(n);
+        break;
+      case 'o': outpath = optarg; break;
+      case 'm': model = true; break;
+      case 'h': std::fputs(kUsage, stdout); return 0;
+      default: std::fputs(kUsage, stderr); return 2;
     }
+  }
+  if (optind < argc) {
+    std::fputs(kUsage, stderr);
+    return 2;
   }
   if (ranks < 2) ranks = 2;
   std::string report;

@@ -5,6 +5,7 @@
 // same run. Needs the module (run it with tools/shaddr-vm). Under TCG only the ratios mean
 // anything.
 #include <fcntl.h>
+#include <getopt.h>
 #include <linux/shaddr.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -98,7 +99,25 @@ int huge_vs_small(int reps) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const int reps = argc > 1 ? atoi(argv[1]) : 5;
+  static const option kLong[] = {{"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
+  const char *const kUsage =
+      "usage: shaddr-window-bench [REPS]\n"
+      "  map+unmap cost and window bandwidth against memcpy per slot size (needs /dev/shaddr);\n"
+      "  REPS repetitions per size (default 5)\n";
+  for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
+    std::fputs(kUsage, c == 'h' ? stdout : stderr);
+    return c == 'h' ? 0 : 2;
+  }
+  int reps = 5;
+  if (optind < argc) {
+    char *end = nullptr;
+    const long v = std::strtol(argv[optind], &end, 10);
+    if (end == argv[optind] || *end || v < 1 || v > 1000000 || optind + 1 < argc) {
+      std::fputs(kUsage, stderr);
+      return 2;
+    }
+    reps = static_cast<int>(v);
+  }
   const uint64_t sizes[] = {SHADDR_SLOT_1M, SHADDR_SLOT_16M, SHADDR_SLOT_256M};
   printf("%-10s %14s %14s %12s %12s %8s\n", "block", "map+unmap us", "us per MiB",
          "window GB/s", "memcpy GB/s", "ratio");

@@ -35,6 +35,7 @@
 #include <cstring>
 
 #include "heap_internal.h"
+#include "../src/size_parse.h"  // header-only: no link with libshaddr
 
 extern "C" {
 // jemalloc's API under the names prefix_jemalloc.cmake gives it.
@@ -92,30 +93,8 @@ bool same_word(const char *b, const char *e, const char *w, std::size_t wlen, bo
 }  // namespace
 
 bool parse_size_setting(const char *text, std::uint64_t lo, std::uint64_t hi, std::uint64_t *out) {
-  const char *b, *e;
-  trimmed(text, &b, &e);
-  char buf[64];
-  if (e == b || (std::size_t)(e - b) >= sizeof buf || *b == '-' || *b == '+') return false;
-  std::memcpy(buf, b, (std::size_t)(e - b));
-  buf[e - b] = 0;
-  char *end = nullptr;
-  int saved = errno;
-  errno = 0;
-  unsigned long long n = std::strtoull(buf, &end, 0);
-  bool bad = end == buf || errno != 0;
-  errno = saved;
-  if (bad) return false;
-  unsigned shift = 0;
-  if (*end) {
-    static constexpr char kSuffixes[] = "KMGT";
-    const char *p = std::strchr(kSuffixes, *end & ~0x20);
-    if (!p || !*p) return false;
-    shift = 10 * (unsigned)(p - kSuffixes + 1);
-    ++end;
-  }
-  if (*end || (shift && n > (UINT64_MAX >> shift))) return false;
-  n <<= shift;
-  if (n < lo || n > hi) return false;
+  std::uint64_t n = 0;
+  if (shaddr::parse_size(text, &n) != shaddr::SizeError::kNone || n < lo || n > hi) return false;
   *out = n;
   return true;
 }

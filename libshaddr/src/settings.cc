@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shaddr/settings.h"
+#include "size_parse.h"
 
 namespace shaddr {
 namespace {
@@ -112,24 +113,12 @@ int parse_setting(const SettingDef &def, std::string_view text, uint64_t *value,
     case SettingType::kInt:
       break;
   }
-  // Digits (or 0x and hex digits), then for a size one binary suffix; nothing else.
-  const std::string s(t);
-  if (s.empty() || s[0] == '-' || s[0] == '+' || s[0] == ' ') return refuse(type_words(def.type));
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long n = std::strtoull(s.c_str(), &end, 0);
-  if (end == s.c_str() || errno) return refuse(type_words(def.type));
-  unsigned shift = 0;
-  if (def.type == SettingType::kSize && *end) {
-    const char *suffixes = "KMGT";
-    const char *p = std::strchr(suffixes, *end & ~0x20);
-    if (!p || !*p) return refuse(type_words(def.type));
-    shift = 10 * static_cast<unsigned>(p - suffixes + 1);
-    end++;
+  uint64_t n = 0;
+  switch (parse_size(t, &n, def.type == SettingType::kSize)) {
+    case SizeError::kNone: break;
+    case SizeError::kOverflow: return refuse("a size that fits 64 bits");
+    default: return refuse(type_words(def.type));
   }
-  if (*end) return refuse(type_words(def.type));
-  if (shift && n > (UINT64_MAX >> shift)) return refuse("a size that fits 64 bits");
-  n <<= shift;
   if (n < def.lo || n > def.hi)
     return refuse("within " + std::to_string(def.lo) + " to " + std::to_string(def.hi));
   *value = n;

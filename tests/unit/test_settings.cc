@@ -47,6 +47,7 @@ TEST(Settings, SizesTakeBinarySuffixes) {
   EXPECT_EQ(ok("SHADDR_INTERPOSE_SEGMENT", "256K"), 262144u);  // was dropped by its own parser
   EXPECT_EQ(ok("SHADDR_BCAST_STREAMS_MIN", "16G"), 16ull << 30);  // was silently 16
   EXPECT_EQ(ok("SHADDR_BCAST_STREAMS_MIN", " 8M "), 8u << 20);
+  EXPECT_EQ(ok("SHADDR_CHUNK", "256KiB"), 262144u);  // the tools' spelling, one grammar
 }
 
 TEST(Settings, GarbageAndOutOfRangeAreRefusedNamingTheVariable) {
@@ -60,6 +61,7 @@ TEST(Settings, GarbageAndOutOfRangeAreRefusedNamingTheVariable) {
   refused("SHADDR_BCAST_STREAMS_MIN", "99999999999999999999");
   refused("SHADDR_BCAST_STREAMS_MIN", "17179869184T");  // overflows 64 bits
   refused("SHADDR_BCAST_STREAMS", "4K");                // an integer takes no suffix
+  refused("SHADDR_BCAST_STREAMS", "4KiB");
   refused("SHADDR_BCAST_STREAMS", "0");
   refused("SHADDR_SLOT_MAX", "16385");
 }

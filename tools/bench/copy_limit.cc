@@ -11,6 +11,7 @@
 // core writes the whole source and the other poisons its destination (untimed), then the
 // second core copies the source (timed), as a receiver of a single-copy Bcast does.
 // Output: a table on stdout, and `--json FILE`.
+#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -27,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include "size_parse.h"
+
 namespace {
 
 double now() {
@@ -34,13 +37,15 @@ double now() {
       .count();
 }
 
-size_t parse_size(const char *s) {
-  char *end = nullptr;
-  size_t v = std::strtoull(s, &end, 10);
-  if (*end == 'K' || *end == 'k') v <<= 10;
-  if (*end == 'M' || *end == 'm') v <<= 20;
-  if (*end == 'G' || *end == 'g') v <<= 30;
-  return v;
+// A size on the command line (size_parse.h); a bad one ends the program.
+size_t parse_size(const std::string &s) {
+  uint64_t v = 0;
+  if (const auto err = shaddr::parse_size(s, &v); err != shaddr::SizeError::kNone) {
+    std::fprintf(stderr, "shaddr-copy-limit: size %s: %s\n", s.c_str(),
+                 shaddr::size_error_text(err));
+    std::exit(2);
+  }
+  return static_cast<size_t>(v);
 }
 
 int reps_for(size_t size) {
@@ -124,23 +129,40 @@ int main(int argc, char **argv) {
   size_t lo = 8, hi = 64u << 20;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string json;
-  for (int i = 1; i < argc; i++) {
-    const std::string a = argv[i];
-    if (a == "--sizes" && i + 1 < argc) {
-      const std::string v = argv[++i];
-      const size_t c = v.find(':');
-      lo = parse_size(v.substr(0, c).c_str());
-      hi = c == std::string::npos ? lo : parse_size(v.substr(c + 1).c_str());
-    } else if (a == "--threads" && i + 1 < argc) {
-      threads = std::atoi(argv[++i]);
-    } else if (a == "--json" && i + 1 < argc) {
-      json = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "Usage: shaddr-copy-limit [--sizes MIN:MAX] [--threads N (default: all cores)]"
-                   " [--json FILE]\n");
-      return a == "-h" || a == "--help" ? 0 : 2;
+  static const option kLong[] = {{"sizes", required_argument, nullptr, 's'},
+                                 {"threads", required_argument, nullptr, 't'},
+                                 {"json", required_argument, nullptr, 'j'},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
+  const char *const kUsage =
+      "Usage: shaddr-copy-limit [--sizes MIN:MAX] [--threads N (default: all cores)]"
+      " [--json FILE]\n";
+  for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case 's': {
+        const std::string v = optarg;
+        const size_t colon = v.find(':');
+        lo = parse_size(v.substr(0, colon));
+        hi = colon == std::string::npos ? lo : parse_size(v.substr(colon + 1));
+        break;
+      }
+      case 't': {
+        uint64_t n = 0;
+        if (shaddr::parse_size(optarg, &n, false) != shaddr::SizeError::kNone || n > 4096) {
+          std::fprintf(stderr, "shaddr-copy-limit: --threads %s: not a count\n", optarg);
+          return 2;
+        }
+        threads = static_cast<int>(n);
+        break;
+      }
+      case 'j': json = optarg; break;
+      case 'h': std::fputs(kUsage, stdout); return 0;
+      default: std::fputs(kUsage, stderr); return 2;
     }
+  }
+  if (optind < argc) {
+    std::fputs(kUsage, stderr);
+    return 2;
   }
   if (lo == 0 || hi < lo || threads < 1) return 2;
   struct Row {

@@ -23,12 +23,15 @@
 // gives the point-to-point alpha/beta of the cost model.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "shaddr_interpose.h"
+#include "size_parse.h"
 
 namespace {
 
@@ -62,7 +66,7 @@ struct Options {
       "Usage: shaddr-bench [options]   (under mpiexec)\n"
       "  --coll LIST       comma-separated: bcast,reduce,allreduce,allgather,alltoall,barrier,\n"
       "                    pingpong, or all (default: all but pingpong)\n"
-      "  --sizes MIN:MAX   bytes, K/M/G suffixes, doubling (default 8:64M)\n"
+      "  --sizes MIN:MAX   bytes, K/M/G/T (or KiB...) suffixes, doubling (default 8:64M)\n"
       "  --iters N         timed calls per size (default: 200 up to 1 MiB, fewer above)\n"
       "  --warmup N        untimed calls per size (default: iters / 10, at least 2)\n"
       "  --validate        check every result; exit 1 if any is wrong\n"
@@ -72,53 +76,73 @@ struct Options {
       "  --corrupt-for-test  flip one received byte on the last rank (proves --validate fails)\n"
       "  --label NAME      contender name written into the JSON\n"
       "  --json FILE       results as JSON      --csv FILE   results as CSV\n",
-      stderr);
+      rc ? stderr : stdout);
   std::exit(rc);
 }
 
 size_t parse_size(const std::string &s) {
-  char *end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (end == s.c_str()) usage(2);
-  size_t mult = 1;
-  switch (*end) {
-    case 'k': case 'K': mult = 1u << 10; end++; break;
-    case 'm': case 'M': mult = 1u << 20; end++; break;
-    case 'g': case 'G': mult = 1u << 30; end++; break;
-    default: break;
-  }
-  if (*end != '\0') usage(2);
-  return static_cast<size_t>(v) * mult;
+  uint64_t v = 0;
+  if (shaddr::parse_size(s, &v) != shaddr::SizeError::kNone) usage(2);
+  return static_cast<size_t>(v);
 }
 
 Options parse(int argc, char **argv) {
   Options o;
   std::string colls = "bcast,reduce,allreduce,allgather,alltoall,barrier";
-  for (int i = 1; i < argc; i++) {
-    const std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    if (a == "--coll") colls = val();
-    else if (a == "--sizes") {
-      const std::string v = val();
-      const size_t c = v.find(':');
-      if (c == std::string::npos) o.min_size = o.max_size = parse_size(v);
-      else { o.min_size = parse_size(v.substr(0, c)); o.max_size = parse_size(v.substr(c + 1)); }
-      if (o.min_size == 0 || o.max_size < o.min_size) usage(2);
-    } else if (a == "--iters") o.iters = std::atoi(val().c_str());
-    else if (a == "--warmup") o.warmup = std::atoi(val().c_str());
-    else if (a == "--validate") o.validate = true;
-    else if (a == "--churn") o.churn = true;
-    else if (a == "--first-call") o.first_call = true;
-    else if (a == "--cache-hot") o.cache_hot = true;
-    else if (a == "--corrupt-for-test") o.corrupt = true;
-    else if (a == "--label") o.label = val();
-    else if (a == "--json") o.json = val();
-    else if (a == "--csv") o.csv = val();
-    else if (a == "-h" || a == "--help") usage(0);
-    else { std::fprintf(stderr, "shaddr-bench: unknown option %s\n", a.c_str()); usage(2); }
+  enum { kColl = 256, kSizes, kIters, kWarmup, kValidate, kChurn, kFirstCall, kCacheHot,
+         kCorrupt, kLabel, kJson, kCsv };
+  static const option kLong[] = {
+      {"coll", required_argument, nullptr, kColl},
+      {"sizes", required_argument, nullptr, kSizes},
+      {"iters", required_argument, nullptr, kIters},
+      {"warmup", required_argument, nullptr, kWarmup},
+      {"validate", no_argument, nullptr, kValidate},
+      {"churn", no_argument, nullptr, kChurn},
+      {"first-call", no_argument, nullptr, kFirstCall},
+      {"cache-hot", no_argument, nullptr, kCacheHot},
+      {"corrupt-for-test", no_argument, nullptr, kCorrupt},
+      {"label", required_argument, nullptr, kLabel},
+      {"json", required_argument, nullptr, kJson},
+      {"csv", required_argument, nullptr, kCsv},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
+  // A count: digits only (size_parse.h without a suffix), within int.
+  auto count = [](const char *text) {
+    uint64_t v = 0;
+    if (shaddr::parse_size(text, &v, false) != shaddr::SizeError::kNone || v > INT_MAX) usage(2);
+    return static_cast<int>(v);
+  };
+  for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case kColl: colls = optarg; break;
+      case kSizes: {
+        const std::string v = optarg;
+        const size_t colon = v.find(':');
+        if (colon == std::string::npos) o.min_size = o.max_size = parse_size(v);
+        else {
+          o.min_size = parse_size(v.substr(0, colon));
+          o.max_size = parse_size(v.substr(colon + 1));
+        }
+        if (o.min_size == 0 || o.max_size < o.min_size) usage(2);
+        break;
+      }
+      case kIters: o.iters = count(optarg); break;
+      case kWarmup: o.warmup = count(optarg); break;
+      case kValidate: o.validate = true; break;
+      case kChurn: o.churn = true; break;
+      case kFirstCall: o.first_call = true; break;
+      case kCacheHot: o.cache_hot = true; break;
+      case kCorrupt: o.corrupt = true; break;
+      case kLabel: o.label = optarg; break;
+      case kJson: o.json = optarg; break;
+      case kCsv: o.csv = optarg; break;
+      case 'h': usage(0);
+      default: usage(2);  // getopt_long named the unknown option
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "shaddr-bench: unexpected argument %s\n", argv[optind]);
+    usage(2);
   }
   if (colls == "all") colls += ",pingpong";
   size_t p = 0;
@@ -523,16 +547,6 @@ class Bench {
   MappingProbe probe_;
 };
 
-std::string json_escape(const std::string &s) {
-  std::string r;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') { r += '\\'; r += ch; }
-    else if (static_cast<unsigned char>(ch) < 0x20) r += ' ';
-    else r += ch;
-  }
-  return r;
-}
-
 std::string library_version() {
   char v[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
@@ -592,35 +606,41 @@ int main(int argc, char **argv) {
     std::ofstream f(o.json);
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    f << "{\n  \"tool\": \"shaddr-bench\",\n  \"label\": \"" << json_escape(o.label)
-      << "\",\n  \"mpi\": \"" << json_escape(library_version()) << "\",\n  \"host\": \""
-      << json_escape(host) << "\",\n  \"ranks\": " << size << ",\n  \"mode\": \"" << mode
-      << "\",\n  \"validation\": \"" << verdict << "\",\n  \"errors\": " << errors
-      << ",\n  \"results\": [";
-    char line[512];
-    for (size_t i = 0; i < results.size(); i++) {
-      const Result &r = results[i];
-      std::snprintf(line, sizeof line,
-                    "%s\n    {\"coll\": \"%s\", \"bytes\": %zu, \"iters\": %d, \"warmup\": %d, "
-                    "\"t_max_us\": %.4f, \"t_min_us\": %.4f, \"t_avg_us\": %.4f, "
-                    "\"first_call_us\": %s, \"errors\": %lld",
-                    i ? "," : "", kCollNames[static_cast<int>(r.coll)], r.bytes, r.iters,
-                    r.warmup, r.t_max * 1e6, r.t_min * 1e6, r.t_avg * 1e6,
-                    r.first >= 0 ? std::to_string(r.first * 1e6).c_str() : "null", r.errors);
-      f << line;
+    // Key order kept as written before (readers diff these files).
+    using Json = nlohmann::ordered_json;
+    auto num_or_null = [](auto v) { return v >= 0 ? Json(v) : Json(nullptr); };
+    Json rows = Json::array();
+    for (const Result &r : results) {
+      Json row = {{"coll", kCollNames[static_cast<int>(r.coll)]},
+                  {"bytes", r.bytes},
+                  {"iters", r.iters},
+                  {"warmup", r.warmup},
+                  {"t_max_us", r.t_max * 1e6},
+                  {"t_min_us", r.t_min * 1e6},
+                  {"t_avg_us", r.t_avg * 1e6},
+                  {"first_call_us", r.first >= 0 ? Json(r.first * 1e6) : Json(nullptr)},
+                  {"errors", r.errors}};
       if (o.churn) {
-        auto num = [](long long v) { return v >= 0 ? std::to_string(v) : std::string("null"); };
-        f << ", \"misses_per_call\": "
-          << (r.misses_per_call >= 0 ? std::to_string(r.misses_per_call) : "null")
-          << ", \"bytes_mapped_max\": " << num(r.bytes_mapped_max)
-          << ", \"open_files_max\": " << num(r.open_files_max)
-          << ", \"windows_max\": " << num(r.windows_max)
-          << ", \"attachments_max\": " << num(r.attachments_max)
-          << ", \"pages_pinned_max\": " << num(r.pages_pinned_max);
+        row["misses_per_call"] = num_or_null(r.misses_per_call);
+        row["bytes_mapped_max"] = num_or_null(r.bytes_mapped_max);
+        row["open_files_max"] = num_or_null(r.open_files_max);
+        row["windows_max"] = num_or_null(r.windows_max);
+        row["attachments_max"] = num_or_null(r.attachments_max);
+        row["pages_pinned_max"] = num_or_null(r.pages_pinned_max);
       }
-      f << "}";
+      rows.push_back(std::move(row));
     }
-    f << "\n  ]\n}\n";
+    const Json doc = {{"tool", "shaddr-bench"},
+                      {"label", o.label},
+                      {"mpi", library_version()},
+                      {"host", host},
+                      {"ranks", size},
+                      {"mode", mode},
+                      {"validation", verdict},
+                      {"errors", errors},
+                      {"results", std::move(rows)}};
+    // Invalid UTF-8 (a host or MPI string) is replaced, not thrown over.
+    f << doc.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     if (!f) std::fprintf(stderr, "shaddr-bench: cannot write %s\n", o.json.c_str());
   }
   if (rank == 0 && !o.csv.empty()) {

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 // shaddr-microbench: libshaddr's core costs and the Bcast segmentation table
 // (docs/seed001-segmentation.md), measured on this machine. A benchmark, not a test: it asserts nothing about time.
+#include <getopt.h>
+
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +14,7 @@
 #include "micro.h"
 #include "seed001.h"
 #include "small.h"
+#include "size_parse.h"
 
 namespace {
 
@@ -39,13 +44,10 @@ void usage(FILE *f) {
       f);
 }
 
-// Bytes, with an optional K or M suffix (as the SHADDR_* sizes).
+// Bytes, in the SHADDR_* sizes' grammar (size_parse.h); 0 when not a size.
 size_t parse_size(const char *text) {
-  char *end = nullptr;
-  size_t v = std::strtoull(text, &end, 0);
-  if (end && (*end == 'K' || *end == 'k')) v <<= 10;
-  if (end && (*end == 'M' || *end == 'm')) v <<= 20;
-  return v;
+  uint64_t v = 0;
+  return shaddr::parse_size(text, &v) == shaddr::SizeError::kNone ? static_cast<size_t>(v) : 0;
 }
 
 bool write_file(const char *path, const std::string &text) {
@@ -67,38 +69,47 @@ int main(int argc, char **argv) {
   std::string mode = "both";
   const char *json_path = nullptr, *md_path = nullptr;
   for (int i = 0; i < argc; i++) o.argv.push_back(argv[i]);
-  for (int i = 1; i < argc; i++) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--seed001")
-      seed001 = true;
-    else if (a == "--small")
-      small = true;
-    else if (a == "--quick")
-      o.quick = true;
-    else if (a == "--mode" && has_value)
-      mode = argv[++i];
-    else if (a == "--backends" && has_value)
-      o.backends = argv[++i];
-    else if (a == "-n" && has_value)
-      o.ranks = std::atoi(argv[++i]);
-    else if (a == "--iters" && has_value)
-      o.iters = std::atoi(argv[++i]);
-    else if (a == "--max-message" && has_value)
-      o.max_message = parse_size(argv[++i]);
-    else if (a == "--repeat" && has_value)
-      o.repeat = std::atoi(argv[++i]);
-    else if (a == "--json" && has_value)
-      json_path = argv[++i];
-    else if (a == "--markdown" && has_value)
-      md_path = argv[++i];
-    else if (a == "-h" || a == "--help") {
-      usage(stdout);
-      return 0;
-    } else {
-      usage(stderr);
-      return 2;
+  enum { kSeed001 = 256, kSmall, kQuick, kMode, kBackends, kIters, kMaxMessage, kRepeat, kJson,
+         kMarkdown };
+  static const option kLong[] = {{"seed001", no_argument, nullptr, kSeed001},
+                                 {"small", no_argument, nullptr, kSmall},
+                                 {"quick", no_argument, nullptr, kQuick},
+                                 {"mode", required_argument, nullptr, kMode},
+                                 {"backends", required_argument, nullptr, kBackends},
+                                 {"iters", required_argument, nullptr, kIters},
+                                 {"max-message", required_argument, nullptr, kMaxMessage},
+                                 {"repeat", required_argument, nullptr, kRepeat},
+                                 {"json", required_argument, nullptr, kJson},
+                                 {"markdown", required_argument, nullptr, kMarkdown},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
+  // A count: digits only, within int; -1 (refused below) when not one.
+  auto count = [](const char *text) {
+    uint64_t v = 0;
+    return shaddr::parse_size(text, &v, false) == shaddr::SizeError::kNone && v <= INT_MAX
+               ? static_cast<int>(v) : -1;
+  };
+  bool bad = false;
+  for (int c; (c = getopt_long(argc, argv, "n:h", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case kSeed001: seed001 = true; break;
+      case kSmall: small = true; break;
+      case kQuick: o.quick = true; break;
+      case kMode: mode = optarg; break;
+      case kBackends: o.backends = optarg; break;
+      case 'n': bad |= (o.ranks = count(optarg)) < 0; break;
+      case kIters: bad |= (o.iters = count(optarg)) < 0; break;
+      case kMaxMessage: bad |= !(o.max_message = parse_size(optarg)); break;
+      case kRepeat: bad |= (o.repeat = count(optarg)) < 0; break;
+      case kJson: json_path = optarg; break;
+      case kMarkdown: md_path = optarg; break;
+      case 'h': usage(stdout); return 0;
+      default: bad = true; break;
     }
+  }
+  if (bad || optind < argc) {
+    usage(stderr);
+    return 2;
   }
   if ((mode != "chunk" && mode != "loop" && mode != "both") || (o.ranks && o.ranks < 2) ||
       o.repeat < 1 || (md_path && !seed001)) {
