@@ -246,8 +246,8 @@ uint64_t Comm::announce_call(uint64_t token) {
   CallLedger &mine = block_->ledger(rank_);
   const uint64_t k = ++call_seq_;
   mine.call.store((k - 1) | kCallWriting, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_release);
-  mine.token.store(token, std::memory_order_relaxed);
+  // Release: a reader that sees the new token sees the writing mark before it.
+  mine.token.store(token, std::memory_order_release);
   mine.call.store(k, std::memory_order_release);
   ring_mine();
   return k;
@@ -263,8 +263,7 @@ int Comm::agree_call(uint64_t token) {
           const uint64_t c = l.call.load(std::memory_order_acquire);
           const uint64_t done = c & ~kCallWriting;  // the last call it recorded whole
           if (c == k) {
-            theirs = l.token.load(std::memory_order_relaxed);
-            std::atomic_thread_fence(std::memory_order_acquire);
+            theirs = l.token.load(std::memory_order_acquire);
             if (l.call.load(std::memory_order_relaxed) == k) return true;
           } else if (done < k) {
             return false;
