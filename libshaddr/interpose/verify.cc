@@ -3,6 +3,8 @@
 // own PMPI_* on copies of its buffers, and the ranks' call sequences against each other.
 #include "verify.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -45,6 +47,9 @@ uint64_t fnv(const void *p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
   std::fprintf(stderr, "shaddr-verify: aborting the job (MPI_Abort(MPI_COMM_WORLD, %d))\n",
                kAbortCode);
   std::fflush(stderr);
+  // The launcher forwards a rank's output through its proxy and stops forwarding when the
+  // abort kills the job: give the report a moment to get out (MPICH's hydra lost it under load).
+  usleep(300000);
   PMPI_Abort(MPI_COMM_WORLD, kAbortCode);
   std::_Exit(kAbortCode);  // MPI_Abort does not return; in case it does
 }
