@@ -95,6 +95,21 @@ enum shaddr_coll {
 /* Pass as a send buffer for MPI_IN_PLACE semantics (where MPI allows it). */
 #define SHADDR_IN_PLACE ((const void *)-1)
 
+/* What runs. */
+enum shaddr_algo {
+	SHADDR_ALGO_FALLBACK,		/* the caller's fallback, not libshaddr */
+	SHADDR_ALGO_NONE,		/* nothing to move (one rank, zero bytes): libshaddr returns */
+	SHADDR_ALGO_FIFO,		/* Bcast through the node's FIFO: two copies, no barrier */
+	SHADDR_ALGO_SLOTS,		/* the control block's slots: two copies, no barrier */
+	SHADDR_ALGO_DIRECT,		/* one copy out of the peers' own buffers */
+	SHADDR_ALGO_STREAMS,		/* Bcast in streams relayed by non-roots */
+	SHADDR_ALGO_RING,		/* Allgather ring: each rank reads its left neighbour */
+	SHADDR_ALGO_PARTITIONED,	/* Reduce/Allreduce: each rank reduces one slice */
+	SHADDR_ALGO_ROOT,		/* Reduce: the root reads and combines every operand */
+	SHADDR_ALGO_BARRIER,		/* Barrier on the control block's counters */
+	SHADDR_ALGO_COUNT
+};
+
 /**
  * struct shaddr_comm_stats - what a node communicator has done (this rank's view)
  * @calls: collectives run by libshaddr, per enum shaddr_coll
@@ -112,6 +127,7 @@ enum shaddr_coll {
  * @heap_bytes: bytes of @heap_transfers
  * @heap_exposures: this rank's buffers exposed from its own heap (nothing pinned or staged)
  * @heap_peers: peers whose heap this rank maps (0: the heap layer is off)
+ * @runs: of @calls, per collective the algorithm that ran (its plan's step, shaddr_plan)
  */
 struct shaddr_comm_stats {
 	uint64_t calls[SHADDR_COLL_COUNT];
@@ -127,6 +143,7 @@ struct shaddr_comm_stats {
 	uint64_t heap_bytes;
 	uint64_t heap_exposures;
 	uint64_t heap_peers;
+	uint64_t runs[SHADDR_COLL_COUNT][SHADDR_ALGO_COUNT];
 };
 
 /**
@@ -209,20 +226,6 @@ enum shaddr_fallback {
 	SHADDR_FALLBACK_COUNT
 };
 
-/* What runs. */
-enum shaddr_algo {
-	SHADDR_ALGO_FALLBACK,		/* the caller's fallback, not libshaddr */
-	SHADDR_ALGO_NONE,		/* nothing to move (one rank, zero bytes): libshaddr returns */
-	SHADDR_ALGO_FIFO,		/* Bcast through the node's FIFO: two copies, no barrier */
-	SHADDR_ALGO_SLOTS,		/* the control block's slots: two copies, no barrier */
-	SHADDR_ALGO_DIRECT,		/* one copy out of the peers' own buffers */
-	SHADDR_ALGO_STREAMS,		/* Bcast in streams relayed by non-roots */
-	SHADDR_ALGO_RING,		/* Allgather ring: each rank reads its left neighbour */
-	SHADDR_ALGO_PARTITIONED,	/* Reduce/Allreduce: each rank reduces one slice */
-	SHADDR_ALGO_ROOT,		/* Reduce: the root reads and combines every operand */
-	SHADDR_ALGO_BARRIER,		/* Barrier on the control block's counters */
-	SHADDR_ALGO_COUNT
-};
 
 /**
  * struct shaddr_select_query - one collective call, as every rank of the node sees it
@@ -279,6 +282,101 @@ SHADDR_API int shaddr_select(const shaddr_comm_t *comm, const struct shaddr_sele
 
 /** shaddr_algo_name() - "fifo", "direct", ... ("?" out of range). */
 SHADDR_API const char *shaddr_algo_name(enum shaddr_algo algo);
+
+/*
+ * The plan: what runs, per collective and size, on one node communicator. Built from the cost
+ * model (calibrated on this machine where a calibration exists), the collectives' own rules and
+ * the user's SHADDR_MIN_<COLL> settings, all agreed when the communicator is created, so the
+ * plan is identical on every rank. It is the only policy: libshaddr's collectives run the
+ * algorithm it names, and a caller with a fallback (the interposer, the patched MPICH) does one
+ * lookup per call and runs its own collective where the step says so.
+ */
+
+/* Variants of a collective's plan: flags of shaddr_plan_lookup(). */
+#define SHADDR_PLAN_IN_PLACE	1u	/* Allreduce with MPI_IN_PLACE (copies its input first) */
+#define SHADDR_PLAN_SEGMENTED	2u	/* shaddr_bcast_segmented() */
+
+/* Tables of a plan: one per collective, then the variants. */
+enum shaddr_plan_table_id {
+	SHADDR_PLAN_ALLREDUCE_IN_PLACE = SHADDR_COLL_COUNT,
+	SHADDR_PLAN_BCAST_SEGMENTED,
+	SHADDR_PLAN_TABLES
+};
+
+#define SHADDR_PLAN_MAX_STEPS 32
+
+/**
+ * struct shaddr_plan_step - one size range of a collective's plan
+ * @upto: the range's largest size (bytes as in shaddr_select_query); SIZE_MAX in the last step
+ * @algo: the algorithm libshaddr runs at these sizes (SHADDR_ALGO_NONE: nothing to move)
+ * @use_fallback: 1 where the caller's own collective runs instead: the model measured it
+ *                faster, or a SHADDR_MIN_<COLL> setting sends these sizes to it
+ * @shaddr_us: the model's time of @algo at @upto (0: no curve)
+ * @fallback_us: the model's time of the fallback at @upto (0: no curve or no fallback)
+ */
+struct shaddr_plan_step {
+	size_t upto;
+	enum shaddr_algo algo;
+	int use_fallback;
+	double shaddr_us;
+	double fallback_us;
+};
+
+/**
+ * struct shaddr_plan_table - one collective's steps, by increasing size
+ * @nsteps: steps in use (at least 1)
+ * @steps: ranges [previous upto + 1, upto]; the first starts at 0
+ */
+struct shaddr_plan_table {
+	int nsteps;
+	struct shaddr_plan_step steps[SHADDR_PLAN_MAX_STEPS];
+};
+
+/**
+ * struct shaddr_plan - a node communicator's plan against one fallback
+ * @fallback: the fallback it weighs (SHADDR_FALLBACK_NONE: libshaddr at every size)
+ * @ranks: node size
+ * @digest: hash of every step: equal plans have equal digests (callers over several nodes
+ *          agree on it)
+ * @calibrated: 1 when the model's curves came from a calibration of this machine
+ * @tables: indexed by enum shaddr_coll, then enum shaddr_plan_table_id
+ *
+ * Plain data: a caller may copy it and keep it after the communicator is freed.
+ */
+struct shaddr_plan {
+	enum shaddr_fallback fallback;
+	int ranks;
+	uint64_t digest;
+	int calibrated;
+	struct shaddr_plan_table tables[SHADDR_PLAN_TABLES];
+};
+
+/**
+ * shaddr_comm_plan() - @comm's plan against @fallback
+ *
+ * Built on the first request for each fallback (no communication: its inputs were agreed when
+ * @comm was made) and kept with @comm. Return: the plan, valid until shaddr_comm_free(); NULL
+ * with an out-of-range argument.
+ */
+SHADDR_API const struct shaddr_plan *shaddr_comm_plan(shaddr_comm_t *comm,
+						      enum shaddr_fallback fallback);
+
+/**
+ * shaddr_plan_lookup() - the step of @plan for a call of @coll on @bytes
+ * @flags: SHADDR_PLAN_IN_PLACE (Allreduce), SHADDR_PLAN_SEGMENTED (Bcast); others ignored
+ *
+ * Return: the step; NULL with an out-of-range argument.
+ */
+SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr_plan *plan,
+							     enum shaddr_coll coll, size_t bytes,
+							     unsigned int flags);
+
+/**
+ * shaddr_plan_format() - @plan as text, one line per table ("bcast: 1-4K slots, 4K-64K fifo,
+ * 64K- mpi"), into @buf of @len bytes (NUL-terminated, truncated to fit).
+ * Return: the length the whole text needs, as snprintf().
+ */
+SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len);
 
 SHADDR_API int shaddr_barrier(shaddr_comm_t *comm);
 
