@@ -378,6 +378,21 @@ SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr
  */
 SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len);
 
+/**
+ * shaddr_calibration_path() - where this machine's calibration is read from
+ * @buf: receives the path (NUL-terminated, truncated to fit)
+ * @len: size of @buf
+ *
+ * $SHADDR_CALIBRATION when set (a file; "off" reads none), else
+ * ${XDG_CACHE_HOME:-$HOME/.cache}/shaddr/calibration/<machine key>.model, the key naming the
+ * CPU model, the online CPUs, the memory and the kernel release. The file holds `model.` and
+ * `point.` lines as SHADDR_TUNING_FILE does (`shaddr-model calibrate` writes it); the model
+ * reads it over the shipped curves and under the tuning file.
+ * Return: the length the whole path needs, as snprintf(); -ENOENT when no path can be formed
+ * (no $HOME); -EINVAL for a NULL @buf with a non-zero @len.
+ */
+SHADDR_API int shaddr_calibration_path(char *buf, size_t len);
+
 SHADDR_API int shaddr_barrier(shaddr_comm_t *comm);
 
 /* @bytes must be equal on every rank. */
