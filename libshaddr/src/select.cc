@@ -242,10 +242,16 @@ int CostModel::parse_line(const std::string &raw, std::string *why, const char *
   if (who < 0) return bad("unknown <who>");
   if (coll < 0) return bad("unknown collective");
   std::string_view rest = line.substr(eq + 1);
-  if (is_point) return parse_points(rest, &curves_[who][coll], bad);
+  if (is_point) {
+    curves_[who][coll].points_file = file_;
+    return parse_points(rest, &curves_[who][coll], bad);
+  }
   CostCurve curve{};
-  curve.points = std::move(curves_[who][coll].points);
-  curve.points_ranks = curves_[who][coll].points_ranks;
+  if (curves_[who][coll].points_file == file_) {
+    curve.points = std::move(curves_[who][coll].points);
+    curve.points_ranks = curves_[who][coll].points_ranks;
+    curve.points_file = file_;
+  }
   if (rest == "-") {  // no curve: nothing to weigh (libshaddr runs)
     curves_[who][coll] = curve;
     return 0;
@@ -306,6 +312,7 @@ int CostModel::load(std::string *why) {
 
 int CostModel::read_file(const std::string &path, const char *source, std::string *why) {
   const bool calibration = std::strcmp(source, "the calibration") == 0;
+  file_++;
   std::ifstream in(path);
   if (!in) {
     *why = std::string(source) + ": cannot read " + path;

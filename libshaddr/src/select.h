@@ -69,6 +69,7 @@ struct CostCurve {
   int ref_ranks;  // node size the lines were measured at (0: no lines)
   std::vector<CostPoint> points;  // measured, by increasing size (empty: none)
   int points_ranks;               // node size the points were measured at
+  int points_file;                // the file they came from (CostModel::file_)
   // Microseconds at @bytes on @ranks ranks of collective @coll: between measured points, their
   // log-log interpolation; elsewhere the lower envelope of the lines (-1: no curve).
   double time_us(shaddr_coll coll, size_t bytes, int ranks) const;
@@ -106,6 +107,9 @@ class CostModel {
 
   CostCurve curves_[static_cast<int>(Who::kCount)][SHADDR_COLL_COUNT]{};
   std::string calibration_, calibration_date_;
+  // Files read so far: a `model.` line drops the points another file gave its curve (a tuning
+  // file's line is meant whole), not those of its own file.
+  int file_ = 0;
 };
 
 // shaddr_calibration_path() (coll.h); empty when none can be formed or SHADDR_CALIBRATION=off.

@@ -158,30 +158,6 @@ constexpr SettingDef kSettings[] = {
           "of `barrier`, `bcast`, `reduce`, `allreduce`, `gather`, `scatter`, `allgather`, "
           "`allgatherv`, `alltoall` (or `all`); e.g. `barrier` for a program whose barriers "
           "must be MPI's own. An unknown name turns the interposer off"),
-    typed("SHADDR_INTERPOSE_MIN", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
-          "— (the selection)",
-          "interposer: sets every `SHADDR_INTERPOSE_MIN_<CALL>` at once (`0`: every non-empty "
-          "call through libshaddr, as the MPI tests run)"),
-    typed("SHADDR_INTERPOSE_MIN_BCAST", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
-          "— (the selection)",
-          "interposer: set, Bcasts of fewer bytes go to `PMPI_*` and the others to libshaddr; "
-          "unset, `shaddr_select`'s cost model decides per size (see \"Selection\")"),
-    typed("SHADDR_INTERPOSE_MIN_REDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Reduce"),
-    typed("SHADDR_INTERPOSE_MIN_ALLREDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Allreduce"),
-    typed("SHADDR_INTERPOSE_MIN_GATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Gather (bytes per rank's block)"),
-    typed("SHADDR_INTERPOSE_MIN_SCATTER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Scatter (bytes per rank's block)"),
-    typed("SHADDR_INTERPOSE_MIN_ALLGATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Allgather (bytes per rank's block)"),
-    typed("SHADDR_INTERPOSE_MIN_ALLGATHERV", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0,
-          kMax, "", "— (the selection)",
-          "the same for Allgatherv (bytes in all); Gatherv, Scatterv and Alltoallv have none "
-          "(not every rank knows the sizes)"),
-    typed("SHADDR_INTERPOSE_MIN_ALLTOALL", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Alltoall (bytes per rank's block)"),
     typed("SHADDR_INTERPOSE_SEGMENT", T::kSize, L::kInterposer, kEqual, kEnvOnly, 4 * kKi, kGi,
           "", "`256K`",
           "interposer: piece size of the leaders' pipelined Bcast across nodes (at most 1024 "

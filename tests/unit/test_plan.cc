@@ -188,6 +188,16 @@ TEST(Plan, CalibrationPointsWinOverLines) {
                        return 0;
                      }),
             0);
+  // A tuning file's line replaces the calibration's whole curve, points included.
+  TextFile tuning("model.mpich.bcast=1000/1\n");
+  EXPECT_EQ(on_ranks(2, "shm",
+                     {{"SHADDR_CALIBRATION", cal.path}, {"SHADDR_BCAST_FIFO_MAX", "1M"},
+                      {"SHADDR_TUNING_FILE", tuning.path}},
+                     [&](shaddr_comm_t *c, int) {
+                       const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+                       return shaddr_plan_lookup(p, SHADDR_COLL_BCAST, 65536, 0)->use_fallback;
+                     }),
+            0);
   // A calibration that does not parse is refused, naming itself.
   TextFile bad("point.fifo.bcast=100:1\n");
   EXPECT_EQ(on_ranks(2, "shm", {{"SHADDR_CALIBRATION", bad.path}}, [](shaddr_comm_t *, int) {
