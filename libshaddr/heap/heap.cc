@@ -195,8 +195,8 @@ std::size_t default_max() {
 }
 
 // The one place the heap reads its settings: SHADDR_HEAP, SHADDR_HEAP_MIN, SHADDR_HEAP_MAX,
-// SHADDR_VERBOSE. They are declared in libshaddr's settings registry (settings_table.cc: the
-// README's table, shaddr-info --settings) and parsed here by the registry's grammar
+// SHADDR_VERBOSE. They are declared in libshaddr's settings registry (settings_table.cc:
+// docs/settings.md's table, shaddr-info --settings) and parsed here by the registry's grammar
 // (detail::parse_*_setting below), because this runs inside the first malloc, where the
 // registry's reader, which allocates, cannot.
 Config config_from_env() {

@@ -34,7 +34,8 @@
 //   default is at most a quarter of it, so that the reservation leaves the program its room.
 //
 // Settings (read once, at load; see config_from_env() in heap.cc). Declared in libshaddr's
-// settings registry (libshaddr/src/settings_table.cc, README's table) and parsed by its grammar.
+// settings registry (libshaddr/src/settings_table.cc, docs/settings.md) and parsed by its
+// grammar.
 //   SHADDR_HEAP      auto (default): malloc-family allocations >= SHADDR_HEAP_MIN and alloc();
 //                    mpi-alloc-only: only alloc(); off: nothing (no memfd, no reservation).
 //   SHADDR_HEAP_MIN  bytes, K/M/G/T suffixes. Default kDefaultMinSize (16 KiB): from there

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Reduce and Allreduce.
 //
-//  - slots (seed 004): vectors that fit a reduction slot are copied into the node control
-//    block; the root (Reduce) or every rank (Allreduce) combines the n slots in rank order.
-//    Slots are double-buffered by reduction number j; a rank writes slot j only once every rank
-//    has finished reading reduction j - 2, so no closing barrier is needed.
-//  - partitioned (seed 000 §V.C, MVAPICH2-X): the vector is cut into n slices; rank q reduces
-//    slice q reading every rank's send buffer directly, reduce_unit bytes at a time (so the
-//    accumulator stays in L1), then the slices are read by the root (Reduce) or by everyone
-//    (Allreduce) from the rank that computed them.
+//  - slots: vectors that fit a reduction slot are copied into the node control block; the root
+//    (Reduce) or every rank (Allreduce) combines the n slots in rank order. Slots are
+//    double-buffered by reduction number j; a rank writes slot j only once every rank has
+//    finished reading reduction j - 2, so no closing barrier is needed.
+//  - partitioned (as in MVAPICH2-X): the vector is cut into n slices; rank q reduces slice q
+//    reading every rank's send buffer directly, reduce_unit bytes at a time (so the accumulator
+//    stays in L1), then the slices are read by the root (Reduce) or by everyone (Allreduce) from
+//    the rank that computed them.
 //  - direct (Reduce only): the root reads every peer's operand itself, reduce_unit bytes at a
 //    time, and combines them into its receive buffer; no slices, no second phase.
 // All three combine operands in rank order (x0 op x1 op ... op xn-1), each element computed by one

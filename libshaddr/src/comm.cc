@@ -74,8 +74,9 @@ Tuning Tuning::from_env(int nranks) {
   t.l1 = cache_size(1);
   t.l2 = cache_size(2);
   t.l3 = cache_size(3);
-  // Seed 001: pipeline segments that fit the cache the copy streams through. Readers copy the
-  // source once, so a segment of half the L2 keeps source and destination lines resident.
+  // Pipeline segments that fit the cache the copy streams through: readers copy the source
+  // once, so a segment of half the L2 keeps source and destination lines resident
+  // (docs/seed001-segmentation.md measures segment sizes here).
   const size_t l2 = t.l2 ? t.l2 : (512u << 10);
   const size_t l1 = t.l1 ? t.l1 : (32u << 10);
   // Values were checked by agree_settings() (declared ranges in settings_table.cc).
