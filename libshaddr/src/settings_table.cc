@@ -87,7 +87,7 @@ constexpr SettingDef kSettings[] = {
           "L1d / 2",
           "bytes of the vector reduced per pipeline step (the accumulator stays in L1)"),
     typed("SHADDR_BCAST_FIFO_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, kGi, "",
-          "`16384` (`262144` on `cma`, `65535` on `heap+cma` and `heap+shm`)",
+          "`16384` (`262144` on `cma`, `16383` on `heap+cma` and `heap+shm`)",
           "Bcast of at most this many bytes goes through the Bcast FIFO (no closing barrier); "
           "larger ones copy straight from the root (on `shm` without the heap: the FIFO at "
           "every size)"),
