@@ -32,8 +32,9 @@
 
 namespace shaddr {
 
-// Sizes that decide algorithms. Defaults from the machine's caches (tuning.cc); every one can be
-// set with a SHADDR_* variable (README's settings table).
+// Sizes that decide algorithms. Defaults from the machine's caches, the node size and the backend
+// (Tuning::from_env and Comm::create, comm.cc; why: docs/defaults.md); every one can be set with
+// a SHADDR_* variable (docs/settings.md).
 struct Tuning {
   size_t bcast_fifo_max;   // SHADDR_BCAST_FIFO_MAX: Bcast at most this big goes through the FIFO
   size_t chunk;            // SHADDR_CHUNK: copy unit of pipelined transfers (cache-sized)

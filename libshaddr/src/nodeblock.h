@@ -72,9 +72,8 @@ struct SlotHeader {
   uint64_t meta;                // the writer's note (Bcast: byte count and root)
 };
 static_assert(sizeof(SlotHeader) == 16);
-// Two: with four, a writer could run further ahead of a slow reader (back-to-back small calls
-// 30% faster), but 4 KiB calls were 10-30% slower (their slots no longer fit L1 with the
-// caller's buffers), as fast as the double-buffered slots before or faster with two.
+// Two: four would let a writer run further ahead of a slow reader, but made 4 KiB calls
+// slower, their slots no longer fitting L1 with the caller's buffers (docs/defaults.md).
 constexpr unsigned kSlotRounds = 2;
 constexpr size_t kSlotInlineMax = 1024;
 

@@ -143,7 +143,7 @@ constexpr SettingDef kSettings[] = {
           "preload it)"),
     typed("SHADDR_HEAP_MIN", T::kSize, L::kLibrary, kRank, kEnvOnly, 0, kMax, "", "`16K`",
           "smallest malloc-family allocation that goes to the heap; smaller ones stay with "
-          "glibc (a heap malloc+free costs 0.03-0.06 us more up to 64 KiB, 0.3-0.5 us above)"),
+          "glibc, whose malloc+free costs less (docs/defaults.md)"),
     typed("SHADDR_HEAP_MAX", T::kSize, L::kLibrary, kRank, kEnvOnly, 2 * kMi, 64 * kTi, "",
           "RAM, at most `64G` and a quarter of `RLIMIT_AS`",
           "address space a process reserves for its heap (and maps once per node peer); "
