@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
-// Lifetime regression tests of issue 21, run as root in the VM (shaddr_kmod_lifetime_tests).
+// Lifetime regression tests of the module's mappings, run as root in the VM
+// (shaddr_kmod_lifetime_tests).
 //
-// Defect1.*  sys_mremap() of a window or attachment (the same-size move unlinked and freed it while
-//            its VMA stayed mapped): every flavour must fail and leave it fully intact.
-// Defect2.*  a plain mmap() of the device racing MAP/ATTACH in another thread (it picked up the
-//            window being created): must always fail.
-// Defect3.*  overlapping invalidations (two exporter threads' MADV_DONTNEED, REVOKE racing
+// MremapOfAMapping.*  sys_mremap() of a window or attachment (a same-size move once unlinked and
+//            freed it while its VMA stayed mapped): every flavour must fail and leave it intact.
+// PlainMmap.*  a plain mmap() of the device, also racing MAP/ATTACH in another thread (it once
+//            picked up the window being created): must always fail.
+// Invalidation.*  overlapping invalidations (two exporter threads' MADV_DONTNEED, REVOKE racing
 //            MADV_DONTNEED, exporter exit under two importers): no importer may read or write a
 //            page the exporter no longer maps.
-// Defect4.*  a huge ATTACH (1 TiB: ENOMEM and no kernel WARNING) and SIGKILL of a 128 GiB
+// HugeAttach.*  a huge ATTACH (1 TiB: ENOMEM and no kernel WARNING) and SIGKILL of a 128 GiB
 //            ATTACH (dies within ~2 s).
 // Lifetime.* the exporter's own mremap flavours and fork followed exactly, and every counter back
 //            to 0 after every kind of teardown.
@@ -112,10 +113,10 @@ class Lifetime : public ::testing::Test {
   KmsgWatch kmsg_;
 };
 
-class Defect1 : public Lifetime {};
-class Defect2 : public Lifetime {};
-class Defect3 : public Lifetime {};
-class Defect4 : public Lifetime {};
+class MremapOfAMapping : public Lifetime {};
+class PlainMmap : public Lifetime {};
+class Invalidation : public Lifetime {};
+class HugeAttach : public Lifetime {};
 
 // One mapping of a block of the caller's own buffer: a window (TRANSLATE + MAP) or an
 // attachment (MAKE + GET + ATTACH) of the same kind of buffer.
@@ -150,9 +151,10 @@ void make_mapping(int fd, char *buf, bool attachment, uint32_t prot, Mapping *m)
   }
 }
 
-// ======================================================================= defect 1: mremap
+// ======================================================================= mremap of a mapping
 
-// The same-size move of issue 21: EINVAL, and the window must survive whole.
+// A same-size move (MREMAP_MAYMOVE|MREMAP_FIXED to a new address) must fail, and the mapping
+// survive whole.
 void same_size_move(bool attachment) {
   const int fd = open_dev();
   ASSERT_GE(fd, 0);
@@ -217,11 +219,11 @@ void same_size_move(bool attachment) {
   close(fd);
 }
 
-TEST_F(Defect1, WindowSameSizeMoveFailsAndKeepsTheWindow) {
+TEST_F(MremapOfAMapping, WindowSameSizeMoveFailsAndKeepsTheWindow) {
   in_child(60, [] { same_size_move(false); });
 }
 
-TEST_F(Defect1, AttachmentSameSizeMoveFailsAndKeepsTheAttachment) {
+TEST_F(MremapOfAMapping, AttachmentSameSizeMoveFailsAndKeepsTheAttachment) {
   in_child(60, [] { same_size_move(true); });
 }
 
@@ -314,15 +316,15 @@ void every_mremap_flavour(bool attachment) {
   close(fd);
 }
 
-TEST_F(Defect1, EveryMremapFlavourOfAWindowFailsAndKeepsIt) {
+TEST_F(MremapOfAMapping, EveryMremapFlavourOfAWindowFailsAndKeepsIt) {
   in_child(60, [] { every_mremap_flavour(false); });
 }
 
-TEST_F(Defect1, EveryMremapFlavourOfAnAttachmentFailsAndKeepsIt) {
+TEST_F(MremapOfAMapping, EveryMremapFlavourOfAnAttachmentFailsAndKeepsIt) {
   in_child(60, [] { every_mremap_flavour(true); });
 }
 
-// ======================================================================= defect 2: plain mmap
+// ======================================================================= plain mmap
 
 // One thread loops MAP (or ATTACH) / touch / UNMAP (or DETACH) on fd; another thread of the
 // same process loops plain mmap() of fd at the offsets MAP would use. No plain mmap may succeed,
@@ -407,8 +409,8 @@ void plain_mmap_race(bool attachment) {
   EXPECT_EQ(bad_reads.load(), 0) << "reads through fresh mappings that were wrong";
   EXPECT_GT(creates.load(), 50) << "too few rounds to mean anything";
 
-  // What a stolen mapping shows once the export is withdrawn and the pages are freed (the
-  // issue saw freed or reused pages): it must raise SIGBUS, if it exists at all.
+  // What a stolen mapping shows once the export is withdrawn and the pages are freed (before
+  // the fix it saw freed or reused pages): it must raise SIGBUS, if it exists at all.
   ASSERT_EQ(seg_u64_cmd(fd, attachment ? SHADDR_IOC_REMOVE : SHADDR_IOC_REVOKE, id), 0);
   ASSERT_EQ(munmap(buf, kBlock), 0);
   for (char *p : stolen) {
@@ -424,15 +426,15 @@ void plain_mmap_race(bool attachment) {
   close(fd);
 }
 
-TEST_F(Defect2, PlainMmapRacingMapIsRefused) {
+TEST_F(PlainMmap, RacingMapIsRefused) {
   in_child(60, [] { plain_mmap_race(false); });
 }
 
-TEST_F(Defect2, PlainMmapRacingAttachIsRefused) {
+TEST_F(PlainMmap, RacingAttachIsRefused) {
   in_child(60, [] { plain_mmap_race(true); });
 }
 
-TEST_F(Defect2, PlainMmapOfEveryKindIsRefused) {
+TEST_F(PlainMmap, OfEveryKindIsRefused) {
   in_child(30, [] {
     const int fd = open_dev();
     ASSERT_GE(fd, 0);
@@ -464,7 +466,7 @@ TEST_F(Defect2, PlainMmapOfEveryKindIsRefused) {
   });
 }
 
-// ======================================================================= defect 3: invalidations
+// ======================================================================= invalidations
 
 // State shared between the exporter process, the importer's readers and the test.
 struct Ctl {
@@ -698,7 +700,7 @@ void report_rounds(Ctl *c, uint32_t rounds, const char *what) {
                                 << c->bad_reads << " reads); first: " << c->first_bad;
 }
 
-// How long each Defect3 test races (TCG seconds on a release kernel).
+// How long each Invalidation test races (TCG seconds on a release kernel).
 constexpr double kRaceSeconds = 8;
 double race_seconds() { return kRaceSeconds * slowdown(); }
 // Files the importer maps the block through (3 windows each), and reader threads.
@@ -707,7 +709,7 @@ constexpr int kReaders = 2;
 
 // Two exporter threads MADV_DONTNEED the same range at once, round after round (with a varying
 // phase between them), while three reader threads of the importer sweep the window.
-TEST_F(Defect3, TwoExporterThreadsDontneedTheSameRange) {
+TEST_F(Invalidation, TwoExporterThreadsDontneedTheSameRange) {
   in_child(120, [] {
     Ctl *c = shared_new<Ctl>();
     const uint16_t mg = magic_for(31);
@@ -773,7 +775,7 @@ TEST_F(Defect3, TwoExporterThreadsDontneedTheSameRange) {
 // One exporter thread REVOKEs the handle while another MADV_DONTNEEDs the block, round after
 // round with a fresh handle each; the importer's readers must never read a freed page, and
 // nothing at all once REVOKE has returned.
-TEST_F(Defect3, RevokeRacingDontneed) {
+TEST_F(Invalidation, RevokeRacingDontneed) {
   in_child(120, [] {
     Ctl *c = shared_new<Ctl>();
     const uint16_t mg = magic_for(32);
@@ -866,7 +868,7 @@ TEST_F(Defect3, RevokeRacingDontneed) {
 // processes loop MAP / read / write / UNMAP on its handle; one exporter per round. Reads must be
 // the exporter's data or SIGBUS, SIGBUS only once it was reaped, and the importers' writes must
 // never land in freed pages.
-TEST_F(Defect3, ExporterExitUnderTwoImporters) {
+TEST_F(Invalidation, ExporterExitUnderTwoImporters) {
   in_child(150, [] {
     Ctl *c = shared_new<Ctl>();
     const uint64_t seed = 0x21;
@@ -982,12 +984,12 @@ TEST_F(Defect3, ExporterExitUnderTwoImporters) {
   });
 }
 
-// ======================================================================= defect 4: huge ATTACH
+// ======================================================================= huge ATTACH
 
 // An unprivileged process attaches its own whole-address-space segment: 1 TiB beyond the
 // per-file budget is ENOMEM, more than 1 TiB at once EINVAL, neither with a kernel WARNING
 // (the fixture reads the kernel log).
-TEST_F(Defect4, HugeAttachFailsCleanly) {
+TEST_F(HugeAttach, OneTebibyteFailsCleanly) {
   in_child(60, [] {
     ASSERT_TRUE(become_nobody());
     const int fd = open_dev();
@@ -1024,7 +1026,7 @@ TEST_F(Defect4, HugeAttachFailsCleanly) {
 // A process inside a 128 GiB ATTACH of its own range (256 MiB of it present, the rest mapped
 // but untouched: the old populate loop walked it page by page for minutes) is SIGKILLed: it
 // must be gone within ~2 s.
-TEST_F(Defect4, SigkillEndsA128GiBAttachQuickly) {
+TEST_F(HugeAttach, SigkillEndsA128GiBAttachQuickly) {
   int up[2];
   ASSERT_EQ(pipe2(up, O_CLOEXEC), 0);
   const pid_t pid = fork();
