@@ -1,4 +1,4 @@
-# Issue 21's lifetime regression tests (test_lifetime.cc) and race stress program
+# The module's lifetime regression tests (test_lifetime.cc) and race stress program
 # (race_stress.cc), each its own binary and one guest per kernel. Included from CMakeLists.txt,
 # which defines VM and VM_RESULTS.
 find_package(Threads REQUIRED)
