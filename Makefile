@@ -26,11 +26,13 @@ help:
 	@echo "make run        set up, build, compare shaddr with stock MPI and the copy limit (short),"
 	@echo "                the module in a VM (or on the host where it can): build/report/"
 	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests;"
-	@echo "                prints what each part cost, ends with \"N passed, N failed\""
+	@echo "                prints what each part cost, ends with \"N passed, N failed\"; what runs"
+	@echo "                where: docs/testing.md"
 	@echo "make check      the quick loop (minutes): unit tests, the sanitizers' fast subset, one"
 	@echo "                kernel smoke test in the VM"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
-	@echo "make test-full  everything (runner self-tests and DKMS on both kernels, whole MPI matrix)"
+	@echo "make test-full  everything: make test, the other kernel tests on every kernel (the VM"
+	@echo "                runner's self-tests, DKMS, ...), the whole MPI matrix, the applications"
 	@echo "make test-mpi-full  the interposer's whole MPI test matrix (hours)"
 	@echo "make deps       install every dependency from Debian's registry, build the debug kernel"
 	@echo "                (idempotent; the kernel's cold build takes tens of minutes, then cached)"
@@ -110,8 +112,9 @@ test-kmod: deps all
 test-mpi: all
 	@$(TOP)/tools/shaddr-test mpi
 
-# Everything: make test plus the runner self-tests and DKMS on every kernel and the interposer's
-# whole MPI matrix (hours on 2 cores).
+# Everything: make test plus label kmod-full (each kernel test on every kernel, the VM runner's
+# self-tests, DKMS; docs/testing.md has the table), the interposer's whole MPI matrix and the
+# applications (hours on 2 cores).
 test-full: deps all userspace-asan userspace-tsan
 	@SHADDR_TEST_FULL=1 $(TOP)/tools/shaddr-test unit kmod mpi
 
