@@ -7,7 +7,14 @@ BUILD := $(TOP)/build
 # and the debug kernel's tree (tools/shaddr-debug-kernel) when it is built.
 DEBUG_KDIR = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shaddr/kernel/debug/build
 KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build) $(wildcard $(DEBUG_KDIR)))
-CMAKE_GEN := -G Ninja
+# Compiles go through ccache (tools/shaddr-deps installs it) with paths taken relative to the
+# worktree, so a fresh worktree or clone of the same sources builds from the cache in seconds
+# instead of minutes (three trees: build, build/asan, build/tsan). Only a fresh build directory
+# picks this up; `rm -rf build` to have it in an old one.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+CCACHE_LAUNCHER := $(if $(CCACHE),"env;CCACHE_BASEDIR=$(TOP);CCACHE_NOHASHDIR=1;$(CCACHE)")
+CMAKE_GEN := -G Ninja $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE_LAUNCHER) \
+	-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE_LAUNCHER))
 
 .PHONY: all deps pkgs debug-kernel kmod userspace userspace-asan userspace-tsan run test test-full test-unit test-kmod test-mpi test-mpi-full \
 	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help mpich test-mpich
@@ -19,11 +26,13 @@ help:
 	@echo "make run        set up, build, compare shaddr with stock MPI and the copy limit (short),"
 	@echo "                the module in a VM (or on the host where it can): build/report/"
 	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests;"
-	@echo "                prints what each part cost, ends with \"N passed, N failed\""
+	@echo "                prints what each part cost, ends with \"N passed, N failed\"; what runs"
+	@echo "                where: docs/testing.md"
 	@echo "make check      the quick loop (minutes): unit tests, the sanitizers' fast subset, one"
 	@echo "                kernel smoke test in the VM"
 	@echo "make test-unit | test-kmod | test-mpi    one part"
-	@echo "make test-full  everything (runner self-tests and DKMS on both kernels, whole MPI matrix)"
+	@echo "make test-full  everything: make test, the other kernel tests on every kernel (the VM"
+	@echo "                runner's self-tests, DKMS, ...), the whole MPI matrix, the applications"
 	@echo "make test-mpi-full  the interposer's whole MPI test matrix (hours)"
 	@echo "make deps       install every dependency from Debian's registry, build the debug kernel"
 	@echo "                (idempotent; the kernel's cold build takes tens of minutes, then cached)"
@@ -103,8 +112,9 @@ test-kmod: deps all
 test-mpi: all
 	@$(TOP)/tools/shaddr-test mpi
 
-# Everything: make test plus the runner self-tests and DKMS on every kernel and the interposer's
-# whole MPI matrix (hours on 2 cores).
+# Everything: make test plus label kmod-full (each kernel test on every kernel, the VM runner's
+# self-tests, DKMS; docs/testing.md has the table), the interposer's whole MPI matrix and the
+# applications (hours on 2 cores).
 test-full: deps all userspace-asan userspace-tsan
 	@SHADDR_TEST_FULL=1 $(TOP)/tools/shaddr-test unit kmod mpi
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Threaded, multi-process fuzzer for /dev/shaddr (issue 21), run as root in the VM.
+// Threaded, multi-process fuzzer for /dev/shaddr, run as root in the VM.
 //
 // Usage: shaddr_ioctl_fuzz [SECONDS [SEED]] [--seconds N] [--seed N] [--procs N] [--threads N]
 //                          [--quiet]

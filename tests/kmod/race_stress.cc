@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Time-bounded race and lifetime stress of /dev/shaddr (issue 21), run as root in the VM.
+// Time-bounded race and lifetime stress of /dev/shaddr, run as root in the VM.
 // Usage: shaddr_race_stress [seconds=60] [seed]   ($SHADDR_RACE_SECONDS, $SHADDR_RACE_SEED,
 //        $SHADDR_RACE_SKIP=mremap,plain leaves parts out; see g_skip_mremap)
 //

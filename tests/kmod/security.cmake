@@ -1,4 +1,4 @@
-# Security tests of the module (issue 21), included from tests/kmod/CMakeLists.txt:
+# Security tests of the module, included from tests/kmod/CMakeLists.txt:
 #  - shaddr_creds_tests (test_creds.cc): every credential rule across users, groups, capabilities,
 #    dumpability, setuid exec, user namespaces, passed and read-only device fds, segment modes and
 #    read-only files; with shaddr_setuid_helper, which the test installs setuid root in the guest.

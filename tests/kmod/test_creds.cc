@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Cross-user tests of the module's credential rules (issue 21; the fixed module's contract,
-// items 5-7): who may MAP a window of / GET a segment of whom, run as root in the VM. Every
-// actor is a forked child that switches to its own uids/gids/groups/capabilities (or enters a
-// user namespace), talks to the test over a unix socket and dies at an alarm, so no test hangs.
+// Cross-user tests of the module's credential rules (docs/security.md): who may MAP a window
+// of / GET a segment of whom, run as root in the VM. Every actor is a forked child that
+// switches to its own uids/gids/groups/capabilities (or enters a user namespace), talks to the
+// test over a unix socket and dies at an alarm, so no test hangs.
 //
 // The rule under test: MAP and GET are allowed when the caller may ptrace-attach the exporter
 // with real credentials -- same thread group; or the caller's real uid/gid equal all of the

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 // shaddr-microbench: what both modes share — a clock, medians, the machine's description, and
-// a small JSON writer (the results are flat enough that a library would be overkill).
+// the JSON document type of the results.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace microbench {
 
@@ -41,31 +44,11 @@ struct Options {
   std::vector<std::string> argv;  // the command line, quoted into the reports
 };
 
-// Appends JSON text. Objects and arrays are opened and closed by the caller; the writer only
-// places commas.
-class Json {
- public:
-  void begin_object(const char *key = nullptr) { open(key, '{'); }
-  void end_object() { close('}'); }
-  void begin_array(const char *key = nullptr) { open(key, '['); }
-  void end_array() { close(']'); }
-  void field(const char *key, double v);
-  void field(const char *key, long long v);
-  void field(const char *key, size_t v) { field(key, static_cast<long long>(v)); }
-  void field(const char *key, int v) { field(key, static_cast<long long>(v)); }
-  void field(const char *key, bool v);
-  void field(const char *key, const std::string &v);
-  void field(const char *key, const char *v) { field(key, std::string(v)); }
-  const std::string &text() const { return out_; }
+// The results' JSON; keys stay in the order written (readers diff these files).
+using Json = nlohmann::ordered_json;
 
- private:
-  void open(const char *key, char c);
-  void close(char c);
-  void sep(const char *key);
-  std::string out_;
-  std::vector<bool> first_{true};
-};
+// A measurement as JSON: null if it is not finite (JSON has no NaN or infinity).
+inline Json number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
-std::string json_quote(const std::string &s);
 
 }  // namespace microbench

@@ -118,22 +118,19 @@ int main(int argc, char **argv) {
   }
 
   const Machine m = describe_machine();
-  Json j;
-  j.begin_object();
-  j.field("tool", "shaddr-microbench");
-  j.field("mode", seed001 ? "seed001" : small ? "small" : "micro");
-  j.field("quick", o.quick);
-  j.begin_object("machine");
-  j.field("cpu", m.cpu);
-  j.field("kernel", m.kernel);
-  j.field("cpus", m.cpus);
-  j.field("virtual_machine", m.hypervisor);
-  j.field("loadavg_at_start", m.loadavg);
-  j.field("l1d", m.l1d);
-  j.field("l2", m.l2);
-  j.field("l3", m.l3);
-  j.field("default_chunk", m.default_chunk);
-  j.end_object();
+  Json j = {{"tool", "shaddr-microbench"},
+            {"mode", seed001 ? "seed001" : small ? "small" : "micro"},
+            {"quick", o.quick},
+            {"machine",
+             {{"cpu", m.cpu},
+              {"kernel", m.kernel},
+              {"cpus", m.cpus},
+              {"virtual_machine", m.hypervisor},
+              {"loadavg_at_start", m.loadavg},
+              {"l1d", m.l1d},
+              {"l2", m.l2},
+              {"l3", m.l3},
+              {"default_chunk", m.default_chunk}}}};
 
   int rc = 0;
   std::string error;
@@ -166,9 +163,8 @@ int main(int argc, char **argv) {
     print_micro(o, m, r, stdout);
     json_micro(r, &j);
   }
-  j.field("error", error);
-  j.end_object();
+  j["error"] = error;
   if (!error.empty()) std::fprintf(stderr, "shaddr-microbench: %s\n", error.c_str());
-  if (json_path && !write_file(json_path, j.text())) rc = 1;
+  if (json_path && !write_file(json_path, j.dump(2) + "\n")) rc = 1;
   return rc ? 1 : 0;
 }

@@ -396,48 +396,39 @@ void print_micro(const Options &o, const Machine &m, const MicroResults &r, FILE
 }
 
 void json_micro(const MicroResults &r, Json *j) {
-  j->begin_array("backends");
+  Json backends = Json::array();
   for (const BackendResult &b : r.backends) {
-    j->begin_object();
-    j->field("name", b.name);
-    j->field("available", b.available);
-    j->field("reason", b.reason);
+    Json o = {{"name", b.name}, {"available", b.available}, {"reason", b.reason}};
     if (b.available) {
-      j->field("cached", b.cached);
-      j->field("read_call_ns", b.read_call_ns);
+      o["cached"] = b.cached;
+      o["read_call_ns"] = number(b.read_call_ns);
       if (b.cached) {
-        j->field("hit_ns", b.hit_ns);
-        j->field("miss_ns", b.miss_ns);
-        j->field("miss_fraction", b.miss_fraction);
-        j->field("granularity", b.granularity);
+        o["hit_ns"] = number(b.hit_ns);
+        o["miss_ns"] = number(b.miss_ns);
+        o["miss_fraction"] = number(b.miss_fraction);
+        o["granularity"] = b.granularity;
       }
-      j->begin_array("copy");
-      for (const CopyPoint &c : b.copy) {
-        j->begin_object();
-        j->field("bytes", c.bytes);
-        j->field("gb_per_s", c.gb_per_s);
-        j->field("memcpy_gb_per_s", c.memcpy_gb_per_s);
-        j->field("ratio", c.ratio);
-        j->end_object();
-      }
-      j->end_array();
+      Json copy = Json::array();
+      for (const CopyPoint &c : b.copy)
+        copy.push_back({{"bytes", c.bytes},
+                        {"gb_per_s", number(c.gb_per_s)},
+                        {"memcpy_gb_per_s", number(c.memcpy_gb_per_s)},
+                        {"ratio", number(c.ratio)}});
+      o["copy"] = std::move(copy);
     }
-    j->end_object();
+    backends.push_back(std::move(o));
   }
-  j->end_array();
-  j->begin_array("fifo");
-  for (const FifoResult &f : r.fifo) {
-    j->begin_object();
-    j->field("ranks", f.ranks);
-    j->field("bytes", f.bytes);
-    j->field("messages", f.messages);
-    j->field("msgs_per_s", f.msgs_per_s);
-    j->field("gb_per_s", f.gb_per_s);
-    j->field("backend", f.backend);
-    j->end_object();
-  }
-  j->end_array();
-  j->field("fifo_error", r.fifo_error);
+  (*j)["backends"] = std::move(backends);
+  Json fifo = Json::array();
+  for (const FifoResult &f : r.fifo)
+    fifo.push_back({{"ranks", f.ranks},
+                    {"bytes", f.bytes},
+                    {"messages", f.messages},
+                    {"msgs_per_s", number(f.msgs_per_s)},
+                    {"gb_per_s", number(f.gb_per_s)},
+                    {"backend", f.backend}});
+  (*j)["fifo"] = std::move(fifo);
+  (*j)["fifo_error"] = r.fifo_error;
 }
 
 }  // namespace microbench

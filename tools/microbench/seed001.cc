@@ -300,43 +300,30 @@ void markdown_seed001(const Options &o, const Machine &m, const std::vector<Seed
 }
 
 void json_seed001(const std::vector<Seed001Table> &tables, Json *j) {
-  j->begin_array("seed001");
+  Json out = Json::array();
   for (const Seed001Table &t : tables) {
-    j->begin_object();
-    j->field("mode", t.mode);
-    j->field("how", t.how);
-    j->field("backend", t.backend);
-    j->field("ranks", t.ranks);
-    j->begin_array("columns");
-    for (const Seed001Column &c : t.columns) {
-      j->begin_object();
-      j->field("label", c.label);
-      j->field("relation", c.relation);
-      j->field("segment", c.segment);
-      j->field("default_chunk", c.default_chunk);
-      j->field("defaults", c.defaults);
-      j->end_object();
-    }
-    j->end_array();
-    j->begin_array("rows");
+    Json columns = Json::array();
+    for (const Seed001Column &c : t.columns)
+      columns.push_back({{"label", c.label},
+                         {"relation", c.relation},
+                         {"segment", c.segment},
+                         {"default_chunk", c.default_chunk},
+                         {"defaults", c.defaults}});
+    Json rows = Json::array();
     for (size_t ri = 0; ri < t.messages.size(); ri++) {
-      j->begin_object();
-      j->field("message", t.messages[ri]);
-      j->begin_array("us");
-      for (double v : t.us[ri]) {
-        // Cells where the segment exceeds the message are null (the seed's "*").
-        if (v < 0)
-          j->field(nullptr, std::nan(""));
-        else
-          j->field(nullptr, v);
-      }
-      j->end_array();
-      j->end_object();
+      Json us = Json::array();
+      // Cells where the segment exceeds the message are null (the table's "*").
+      for (double v : t.us[ri]) us.push_back(v < 0 ? Json(nullptr) : number(v));
+      rows.push_back({{"message", t.messages[ri]}, {"us", std::move(us)}});
     }
-    j->end_array();
-    j->end_object();
+    out.push_back({{"mode", t.mode},
+                   {"how", t.how},
+                   {"backend", t.backend},
+                   {"ranks", t.ranks},
+                   {"columns", std::move(columns)},
+                   {"rows", std::move(rows)}});
   }
-  j->end_array();
+  (*j)["seed001"] = std::move(out);
 }
 
 }  // namespace microbench

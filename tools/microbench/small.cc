@@ -100,19 +100,16 @@ void print_small(const Machine &m, const std::vector<SmallResult> &r, FILE *f) {
 }
 
 void json_small(const std::vector<SmallResult> &r, Json *j) {
-  j->begin_array("small");
-  for (const SmallResult &s : r) {
-    j->begin_object();
-    j->field("coll", s.coll);
-    j->field("bytes", s.bytes);
-    j->field("ranks", s.ranks);
-    j->field("calls", s.calls);
-    j->field("median_us", s.median_us);
-    j->field("back_to_back_us", s.back_to_back_us);
-    j->field("backend", s.backend);
-    j->end_object();
-  }
-  j->end_array();
+  Json out = Json::array();
+  for (const SmallResult &s : r)
+    out.push_back({{"coll", s.coll},
+                   {"bytes", s.bytes},
+                   {"ranks", s.ranks},
+                   {"calls", s.calls},
+                   {"median_us", number(s.median_us)},
+                   {"back_to_back_us", number(s.back_to_back_us)},
+                   {"backend", s.backend}});
+  (*j)["small"] = std::move(out);
 }
 
 }  // namespace microbench
