@@ -252,13 +252,14 @@ constexpr SettingDef kSettings[] = {
           "`shaddr/` below it caches the VM initramfs, the KVM probe, `checkpatch.pl` and"
           " the debug kernel (`kernel/`)"),
     other("SHADDR_FUZZ_SECONDS", "CMake cache", "`60`",
-          "how long the ioctl fuzzer (`tests/kmod/ioctl_fuzz.cc`) runs per kernel in "
-          "`make test`"),
+          "how long the ioctl fuzzer (`tests/kmod/ioctl_fuzz.cc`) runs: on the debug kernel in "
+          "`make test`, on every kernel in `make test-full`"),
     other("SHADDR_TEST_SLOWDOWN", "env (set in the guest)", "`1`",
           "time factor of `tests/kmod/test_lifetime.cc`'s races and limits; "
           "`lifetime.cmake` sets `SHADDR_DEBUG_KERNEL_SLOWDOWN` for the debug kernel"),
     other("SHADDR_RACE_SECONDS", "CMake cache / env", "`60`",
-          "how long the race stress program (`tests/kmod/race_stress.cc`) runs per kernel"),
+          "how long the race stress program (`tests/kmod/race_stress.cc`) runs: on the debug "
+          "kernel in `make test`, on every kernel in `make test-full`"),
     other("SHADDR_RACE_SEED", "env", "random",
           "race stress: the seed (printed by every run) to repeat a run's random choices"),
     other("SHADDR_RACE_SKIP", "env", "—",
@@ -268,13 +269,13 @@ constexpr SettingDef kSettings[] = {
           "on"),
     other("SHADDR_TEST_NODE_SIZES", "env", "`1 2 3 4 7 8`",
           "node sizes (threads as ranks) of the collectives' differential tests; `make "
-          "test`'s ASan run and the VM use `1 2 3 4`"),
+          "test`'s ASan run and the VM's (`make test-full`) use `1 2 3 4`"),
     other("SHADDR_TEST_BIG_SIZES", "env", "—",
           "extra message sizes (bytes, space-separated) for the collectives' differential"
           " tests"),
     other("SHADDR_SOAK_ITERATIONS", "env", "`10000`",
-          "calls of the collectives' soak test (`make test` under ASan and in the VM: "
-          "2000)"),
+          "calls of the collectives' soak test (`make test` under ASan and `make test-full` in "
+          "the VM: 2000)"),
     other("SHADDR_SCALAPACK_TIMEOUT", "env", "Open MPI `120`, MPICH `500`",
           "seconds per driver run in `tests/mpi/run-scalapack`"),
     other("SHADDR_TEST_LACON_POISON", "env", "—",
