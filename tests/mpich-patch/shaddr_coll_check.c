@@ -3,13 +3,12 @@
  * Differential check of the collectives the MPICH patch routes to libshaddr: Bcast (contiguous
  * and a strided datatype), Reduce and Allreduce (several types and ops, MPI_IN_PLACE),
  * Allgather and Alltoall (contiguous, strided, in place), Barrier, on MPI_COMM_WORLD and on a
- * split communicator, at sizes below and above every threshold; then the same arguments again
- * and again (the patch's shortcut for calls its selection sent to the fallback), and with
- * "threshold-at-run-time" a size threshold set through MPI_T while the program runs. Every
- * result is compared with what it must be; prints "No Errors" (MPICH test suite convention) or
- * the first errors, and exits non-zero on any error.
+ * split communicator, at sizes on both sides of every step of libshaddr's plan; then the same
+ * arguments again and again, with datatypes that differ between ranks but have the same type
+ * signature bytes. Every result is compared with what it must be; prints "No Errors" (MPICH
+ * test suite convention) or the first errors, and exits non-zero on any error.
  *
- *   shaddr_coll_check [max_bytes] [iterations] [threshold-at-run-time]
+ *   shaddr_coll_check [max_bytes] [iterations]
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -284,11 +283,9 @@ static void check_alltoall(MPI_Comm comm, int count, int seed)
 }
 
 /*
- * The patch remembers, per node communicator and collective, the arguments of the last call
- * that libshaddr's selection sent to the fallback, and sends the same arguments there again
- * without asking (mpich_patch/0007). Repeat arguments below and above the selection's
- * crossover while the root, MPI_IN_PLACE and (for bcast) each rank's datatype change under the
- * same count.
+ * The path of a call (libshaddr or release_gather/MPIR) may depend only on what MPI makes equal
+ * on every rank. Repeat arguments below and above the plan's crossovers while the root,
+ * MPI_IN_PLACE and (for bcast) each rank's datatype change under the same signature bytes.
  */
 static void check_repeated_arguments(MPI_Comm comm)
 {
@@ -308,37 +305,6 @@ static void check_repeated_arguments(MPI_Comm comm)
 		check_allgather(comm, (int)(bytes / 4), it);
 		check_alltoall(comm, (int)(bytes / 4), it);
 	}
-}
-
-/*
- * MPI_T may set MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN while the program runs: from then on
- * the threshold decides on every rank, also for arguments that the selection had sent to
- * release_gather before. Only the even ranks repeat such arguments (the odd ones change their
- * datatype), so a shortcut that ignored the new threshold would send the ranks down different
- * paths: wrong data or a hang. Run where the selection sends 8 B to release_gather.
- */
-static void check_threshold_set_at_run_time(MPI_Comm comm)
-{
-	const char *name = "MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN";
-	int provided, idx, count, old, zero = 0, rank;
-	MPI_T_cvar_handle handle;
-
-	MPI_Comm_rank(comm, &rank);
-	MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-	if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS ||
-	    MPI_T_cvar_handle_alloc(idx, NULL, &handle, &count) != MPI_SUCCESS) {
-		CHECK(0, "MPI_T cannot reach %s", name);
-		return;
-	}
-	MPI_T_cvar_read(handle, &old);
-	for (int i = 0; i < 7; i++)
-		bcast_as(comm, 8, rank % 2 ? MPI_DOUBLE : MPI_BYTE, 0, i);
-	CHECK(MPI_T_cvar_write(handle, &zero) == MPI_SUCCESS, "MPI_T cannot write %s", name);
-	for (int i = 0; i < 3; i++)
-		bcast_as(comm, 8, rank % 2 ? MPI_INT : MPI_BYTE, 0, i + 7);
-	MPI_T_cvar_write(handle, &old);
-	MPI_T_cvar_handle_free(&handle);
-	MPI_Barrier(comm);
 }
 
 static void run(MPI_Comm comm, size_t max_bytes, int iterations)
@@ -380,15 +346,12 @@ int main(int argc, char **argv)
 {
 	size_t max_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : 16777216;
 	int iterations = argc > 2 ? atoi(argv[2]) : 7; /* past MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD */
-	int threshold_at_run_time = argc > 3 && strcmp(argv[3], "threshold-at-run-time") == 0;
 	int total, rank;
 	MPI_Comm half;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 	run(MPI_COMM_WORLD, max_bytes, iterations);
-	if (threshold_at_run_time)
-		check_threshold_set_at_run_time(MPI_COMM_WORLD);
 
 	/* A second communicator: odd and even ranks, reversed order. */
 	MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, -world_rank, &half);
@@ -405,9 +368,5 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	MPI_Finalize();
-	/* After MPI_Finalize: MPICH 4.0.2's MPI_T_finalize frees state that MPI still uses
-	 * (MPI_Comm_split crashed after it) */
-	if (threshold_at_run_time)
-		MPI_T_finalize();
 	return total != 0;
 }
