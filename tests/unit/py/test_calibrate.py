@@ -209,3 +209,59 @@ def test_the_patched_mpich_is_named_by_its_build_key(tmp_path):
     (prefix / ".shaddr-mpich-key").write_text("abc123\n")
     assert model.mpi_builds(str(tmp_path), str(prefix))["mpich-patched"] == "key:abc123"
     assert model.mpi_builds(str(tmp_path), str(tmp_path / "none"))["mpich-patched"] == "absent"
+
+
+# --- make run's side: measured first when stale, reported with who read it ----------------
+@pytest.fixture
+def compare_side(tool, monkeypatch):
+    """calibration.ensure() with `shaddr-model calibrate` replaced by calibrate() in-process."""
+    from shaddr_bench import calibration
+    calls = []
+
+    def run_streaming(cmd, env, prefix, timeout):
+        calls.append(cmd)
+        assert cmd[-1] == "calibrate"
+        return model.main(["--build", "/nonexistent", "calibrate"]), 12.0
+    monkeypatch.setattr(calibration, "run_streaming", run_streaming)
+    tool["calls"] = calls
+    return calibration
+
+
+def test_make_run_calibrates_when_stale_and_not_when_fresh(compare_side, tool):
+    cal = compare_side.ensure("/nonexistent", None, 60)
+    assert len(tool["calls"]) == 1 and tool["runs"] == 1
+    assert cal["measured_now"] and cal["seconds"] == 12 and cal["stale"] is None
+    assert cal["status"] == "present" and cal["state"].startswith("fast")
+    cal = compare_side.ensure("/nonexistent", None, 60)
+    assert len(tool["calls"]) == 1 and not cal["measured_now"]
+
+
+def test_make_run_can_skip_the_calibration(compare_side, tool, monkeypatch):
+    monkeypatch.setenv("SHADDR_CALIBRATE", "0")
+
+    class Args:
+        no_calibrate = False
+    skip = compare_side.skip_reason(Args())
+    assert skip == "SHADDR_CALIBRATE=0"
+    cal = compare_side.ensure("/nonexistent", skip, 60)
+    assert tool["calls"] == [] and cal["status"] == "absent" and cal["stale"] == "none yet"
+    md = "\n".join(compare_side.report_md(cal, {}))
+    assert "none at" in md and "shipped model decided" in md
+
+
+def test_the_report_says_which_calibration_and_who_read_it(compare_side, tool):
+    cal = compare_side.ensure("/nonexistent", None, 60)
+    read = {"interposer-mpich": {"read": True, "path": tool["path"], "date": cal["date"]},
+            "mpich-patched-auto": {"read": False, "said": []}}
+    md = "\n".join(compare_side.report_md(cal, read))
+    assert f"`{tool['path']}`, measured {cal['date']} (in this run, 12 s" in md
+    assert "machine state met: **fast" in md
+    assert f"| interposer-mpich | yes | `{tool['path']}` |" in md
+    assert "| mpich-patched-auto | **no** | no `shaddr: calibration` line" in md
+
+
+def test_the_libshaddr_line_is_recognised():
+    from shaddr_bench import calibration
+    m = calibration.READ_LINE.search("x\nshaddr: calibration /r/.cache/shaddr/calibration/k.model "
+                                     "(2026-11-27 06:10:00 UTC)\n")
+    assert m.groups() == ("/r/.cache/shaddr/calibration/k.model", "2026-11-27 06:10:00 UTC")
