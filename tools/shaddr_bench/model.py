@@ -310,13 +310,13 @@ def model_lines(m, ranks):
 def point_lines(who, docs, ranks):
     """`point.<who>.<coll>=<bytes>:<us>@<ranks> ...`: the measured times themselves (each
     size's best, as the fits use), which libshaddr interpolates between inside the measured
-    range; the barrier as size 0."""
+    range: two sizes at least, so not the Barrier (its `model.` line is its time)."""
     out = []
     for coll, pts in sorted(bench_points(docs).items()):
-        if coll not in COLLS:
+        if coll not in COLLS or coll == "barrier":
             continue
-        pts = [(s, t) for s, t in pts if t > 0]
-        if pts:
+        pts = [(s, t) for s, t in pts if t > 0 and s > 0]
+        if len(pts) >= 2:
             out.append(f"point.{who}.{coll}=" + " ".join(f"{s}:{t:.3f}@{ranks}" for s, t in pts))
     return out
 

@@ -48,7 +48,8 @@ def test_the_file_holds_points_and_lines_for_every_side_measured():
     got = {int(it.split(":")[0]): float(it.split(":")[1].split("@")[0]) for it in items}
     assert got == {s: pytest.approx(cma("bcast", s), abs=1e-3) for s in synth.SIZES}
     assert "point.mpich-posix.allreduce" in lines
-    assert lines["point.mpich-posix.barrier"].startswith("0:1.000@2")
+    assert "point.mpich-posix.barrier" not in lines  # one time, no size: its model. line
+    assert lines["model.mpich-posix.barrier"].startswith("1.000/")
     assert "point.slots.bcast" in lines
     assert "point.cma.pingpong" not in lines  # not a collective of the model
     assert not any(k.startswith("point.patch.") for k in lines)  # a fixed cost, no curve
@@ -57,6 +58,14 @@ def test_the_file_holds_points_and_lines_for_every_side_measured():
     assert lines["model.cma.gather"] == "1.000/10.000@2"
     assert lines["model.patch.bcast"].startswith("0.500/")
     assert state.startswith("fast")
+
+
+def test_points_need_two_sizes():
+    one = synth.bench_doc(cma)
+    one["results"] = [r for r in one["results"] if r["coll"] != "reduce" or r["bytes"] == 8]
+    lines = parse("\n".join(model.point_lines("cma", [one], 4)))
+    assert "point.cma.reduce" not in lines and "point.cma.barrier" not in lines
+    assert lines["point.cma.bcast"].startswith("8:3.001@4 256:3.028@4 ")
 
 
 def test_the_header_names_date_machine_builds_state_and_command():
