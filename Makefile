@@ -19,7 +19,7 @@ help:
 	@echo "make run        set up, build, compare shaddr with stock MPI and the copy limit (short),"
 	@echo "                the module in a VM (or on the host where it can): build/report/;"
 	@echo "                first measures this machine's calibration if missing or stale (about"
-	@echo "                6 minutes; SHADDR_CALIBRATE=0 skips it)"
+	@echo "                3 minutes; SHADDR_CALIBRATE=0 skips it)"
 	@echo "make calibrate  this machine's calibration (the cost model measured here, read by"
 	@echo "                libshaddr), if missing or stale; tools/shaddr-model calibrate --force redoes it"
 	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests;"

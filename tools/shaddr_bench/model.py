@@ -240,9 +240,9 @@ def run_jobs(args, prior_best=0.0):
     total = len(jobs) * args.repeat
     done = [0]
 
-    def run_job(key, fn, state, extra=""):
-        done[0] += 1
-        say(f"[{done[0]}/{total}{extra}] {key} (probe {state:.1f} GB/s, "
+    def run_job(key, fn, state, again=False):
+        done[0] += not again
+        say(f"[{'again' if again else f'{done[0]}/{total}'}] {key} (probe {state:.1f} GB/s, "
             f"{int(time.time() - t0) // 60}:{int(time.time() - t0) % 60:02d} elapsed)")
         res = fn()
         if res:
@@ -267,7 +267,7 @@ def run_jobs(args, prior_best=0.0):
                 f"{', '.join(k for k, _ in missing)}")
             time.sleep(20)
             continue
-        run_job(*missing[0], states[-1], extra=" again, in the fast state")
+        run_job(*missing[0], states[-1], again=True)
     slow_only = [k for k, *_ in jobs if got[k] and not any(fast(g) for g, _ in got[k])]
     for key, _, results in jobs:
         # The fast state's runs where there are any (the best per size is taken from them).
