@@ -128,6 +128,13 @@ def cross_core_gbs(build):
     return bps / 1e9 if bps else None
 
 
+def job_env(env):
+    """A job's environment: @env over ours, without any calibration, so that what is measured
+    is the machine and the forced path, and a broken or stale calibration cannot stop the
+    measurement that replaces it."""
+    return dict(os.environ, **env, SHADDR_CALIBRATION="off")
+
+
 def bench_once(mpi, launcher, env, ranks, build, sizes, colls=None, wrap=()):
     """One shaddr-bench run under an MPI (of every collective unless @colls; @wrap before the
     program, e.g. shaddr-run): its JSON document, or None."""
@@ -139,7 +146,7 @@ def bench_once(mpi, launcher, env, ranks, build, sizes, colls=None, wrap=()):
                                     "--json", path]
     say(f"{' '.join(f'{k}={v}' for k, v in env.items() if k != 'LD_LIBRARY_PATH')} "
         f"{' '.join(cmd)}")
-    rc = subprocess.run(cmd, env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
+    rc = subprocess.run(cmd, env=job_env(env), stdout=subprocess.DEVNULL,
                         timeout=900).returncode
     try:
         with open(path) as fh:
@@ -157,7 +164,7 @@ def tune_once(env, ranks, build, wrap=()):
     exe = os.path.join(build, "tools", "shaddr-tune")
     cmd = rt_prefix() + list(wrap) + [exe, "-n", str(ranks), "--model"]
     say(f"{' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd)}")
-    p = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True,
+    p = subprocess.run(cmd, env=job_env(env), capture_output=True, text=True,
                        timeout=900)
     if p.returncode:
         say(f"  failed: {p.stderr.strip()[-300:]}")

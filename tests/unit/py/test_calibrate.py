@@ -274,3 +274,9 @@ def test_the_libshaddr_line_is_recognised():
     m = calibration.READ_LINE.search("x\nshaddr: calibration /r/.cache/shaddr/calibration/k.model "
                                      "(2026-11-27 06:10:00 UTC)\n")
     assert m.groups() == ("/r/.cache/shaddr/calibration/k.model", "2026-11-27 06:10:00 UTC")
+
+
+def test_jobs_measure_without_a_calibration(monkeypatch):
+    monkeypatch.setenv("SHADDR_CALIBRATION", "/some/file")
+    env = model.job_env({"SHADDR_BACKEND": "cma"})
+    assert env["SHADDR_CALIBRATION"] == "off" and env["SHADDR_BACKEND"] == "cma"
