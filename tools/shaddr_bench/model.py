@@ -460,7 +460,7 @@ def stale_reason(head, key, builds):
     """Why the calibration with header @head does not describe this machine and these MPI
     builds, or None when it does."""
     if head is None:
-        return "none yet"
+        return "none there (or not one shaddr-model calibrate wrote)"
     if not head["lines"]:
         return "it holds no curves"
     if head.get("machine") != key:
@@ -533,6 +533,9 @@ def calibrate(args):
     builds = mpi_builds(args.build, args.mpich)
     head = read_header(path)
     why = stale_reason(head, key, builds)
+    if head is None and os.path.exists(path) and not args.force:
+        say(f"{path} is not a calibration this tool wrote: left alone (--force replaces it)")
+        return 1
     if why is None and not args.force:
         say(f"calibration up to date: {path} ({head.get('date')}, state {head.get('state')}); "
             "--force measures again")
