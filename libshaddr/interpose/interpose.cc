@@ -76,16 +76,19 @@ struct Call {
   }
 };
 
-// A call goes to PMPI_* where libshaddr's selection, asked when the communicator's state was
-// made (State::lib_for), says stock MPI is faster, or below a SHADDR_INTERPOSE_MIN_<CALL> set
-// by the user, or always where SHADDR_INTERPOSE_FORWARD names the call. A call for libshaddr
-// sets the communicator up if that was not done yet (ensure_built: the same call on every
-// rank, as the answer is); forwarded if that failed.
-bool small(State &s, const Call &c, size_t bytes) {
+// A call goes to PMPI_* where libshaddr's plan (State::plan) says so: the model measured this
+// MPI faster at that size, or a SHADDR_MIN_<COLL> setting sends it there; and always where
+// SHADDR_INTERPOSE_FORWARD names the call. A call for libshaddr sets the communicator up if
+// that was not done yet (ensure_built: the same call on every rank, as the plan is); forwarded
+// if that failed. @bytes: the message, or one rank's block; Allgatherv's: all blocks.
+bool small(State &s, const Call &c, size_t bytes, unsigned flags = 0) {
   if (bytes == 0 || settings().forward[c.which]) return true;
-  const bool lib = settings().min_set[c.which] ? bytes >= settings().min_bytes[c.which]
-                                               : s.lib_for(c.which, bytes);
-  return !lib || !ensure_built(s);
+  static constexpr shaddr_coll kColl[SHADDR_IP_COUNT] = {
+      SHADDR_COLL_BARRIER, SHADDR_COLL_BCAST,   SHADDR_COLL_REDUCE,    SHADDR_COLL_ALLREDUCE,
+      SHADDR_COLL_GATHER,  SHADDR_COLL_GATHER,  SHADDR_COLL_SCATTER,   SHADDR_COLL_SCATTER,
+      SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLTOALL, SHADDR_COLL_ALLTOALL};
+  if (c.which == SHADDR_IP_ALLGATHERV) bytes = std::max<size_t>(bytes / s.size, 1);
+  return !s.lib_for(kColl[c.which], bytes, flags) || !ensure_built(s);
 }
 
 // True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
@@ -280,7 +283,8 @@ namespace shaddr::interpose::impl {
 int barrier(MPI_Comm comm) {
   State *s = state_of(comm);
   Call c(SHADDR_IP_BARRIER, s);
-  if (!s || settings().forward[c.which] || !ensure_built(*s))
+  if (!s || settings().forward[c.which] || !s->lib_for(SHADDR_COLL_BARRIER, 0) ||
+      !ensure_built(*s))
     return c.forward([&] { return PMPI_Barrier(comm); });
   if (s->multi()) {
     bool fb = false;
@@ -362,7 +366,8 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   shaddr_op sop;
   size_t esize;
   if (!s || count <= 0 || !reducible(type, op, &dt, &sop, &esize) ||
-      small(*s, c, static_cast<size_t>(count) * esize))
+      small(*s, c, static_cast<size_t>(count) * esize,
+            sendbuf == MPI_IN_PLACE ? SHADDR_PLAN_IN_PLACE : 0))
     return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count) * esize;
   if (!c.agreed(call_token(SHADDR_IP_ALLREDUCE, bytes, -1, uint64_t{dt} << 8 | sop),

@@ -32,16 +32,15 @@ MPI_Comm g_progress_comm = MPI_COMM_NULL;
 MPI_Request g_progress_req = MPI_REQUEST_NULL;
 int g_progress_buf = 0;
 // What a set-up found for a group of processes (key: their MPI_COMM_WORLD ranks in the
-// group's order), so that the next communicator of the same group knows its selection without
+// group's order), so that the next communicator of the same group knows its plan without
 // communicating. Made by collective set-ups only, never dropped: the same entries on every rank
-// of a group when one of its communicators makes its first collective call. Small: the flips
-// are a few.
+// of a group when one of its communicators makes its first collective call. Small: groups of
+// one node size share one plan.
 struct Profile {
   bool usable = false;
   bool config_error = false;
   std::string why;
-  uint64_t use_lib[SHADDR_IP_COUNT] = {};
-  std::vector<std::pair<uint32_t, uint64_t>> flips;  // (call * 64 + k, flip[call][k] != 0)
+  std::shared_ptr<const shaddr_plan> plan;
 };
 std::map<std::vector<int>, Profile> g_profiles;
 }  // namespace
@@ -66,24 +65,6 @@ struct LastLookup {
   State *s = nullptr;
 } g_last;
 
-// The calls with a size threshold, and the collective libshaddr's selection weighs for each.
-// Gatherv, Scatterv and Alltoallv have none: not every rank knows the sizes.
-struct SizedCall {
-  shaddr_interpose_call call;
-  const char *env;
-  shaddr_coll coll;
-};
-constexpr SizedCall kSizedCalls[] = {
-    {SHADDR_IP_BCAST, "SHADDR_INTERPOSE_MIN_BCAST", SHADDR_COLL_BCAST},
-    {SHADDR_IP_REDUCE, "SHADDR_INTERPOSE_MIN_REDUCE", SHADDR_COLL_REDUCE},
-    {SHADDR_IP_ALLREDUCE, "SHADDR_INTERPOSE_MIN_ALLREDUCE", SHADDR_COLL_ALLREDUCE},
-    {SHADDR_IP_GATHER, "SHADDR_INTERPOSE_MIN_GATHER", SHADDR_COLL_GATHER},
-    {SHADDR_IP_SCATTER, "SHADDR_INTERPOSE_MIN_SCATTER", SHADDR_COLL_SCATTER},
-    {SHADDR_IP_ALLGATHER, "SHADDR_INTERPOSE_MIN_ALLGATHER", SHADDR_COLL_ALLGATHER},
-    {SHADDR_IP_ALLGATHERV, "SHADDR_INTERPOSE_MIN_ALLGATHERV", SHADDR_COLL_ALLGATHER},
-    {SHADDR_IP_ALLTOALL, "SHADDR_INTERPOSE_MIN_ALLTOALL", SHADDR_COLL_ALLTOALL},
-};
-
 // What runs when the interposer does not call libshaddr: this MPI's own collectives.
 #ifdef OMPI_MAJOR_VERSION
 constexpr shaddr_fallback kFallback = SHADDR_FALLBACK_OPENMPI;
@@ -91,108 +72,70 @@ constexpr shaddr_fallback kFallback = SHADDR_FALLBACK_OPENMPI;
 constexpr shaddr_fallback kFallback = SHADDR_FALLBACK_MPICH;
 #endif
 
-// SHADDR_INTERPOSE_MIN sets every threshold; SHADDR_INTERPOSE_MIN_<CALL> then overrides one.
-// Unset, libshaddr's selection decides (choose_sizes).
-void read_thresholds(SettingsReader &in, Settings *st) {
-  const bool all_set = in.is_set("SHADDR_INTERPOSE_MIN");
-  const size_t all = in.size("SHADDR_INTERPOSE_MIN", 0);
-  for (const SizedCall &d : kSizedCalls) {
-    st->min_set[d.call] = all_set || in.is_set(d.env);
-    st->min_bytes[d.call] = in.size(d.env, all);
-  }
+// Plans are kept by digest: the communicators of a node size share one.
+std::map<uint64_t, std::weak_ptr<const shaddr_plan>> g_plans;
+
+std::shared_ptr<const shaddr_plan> keep_plan(const shaddr_plan &p) {
+  auto &slot = g_plans[p.digest];
+  if (auto kept = slot.lock()) return kept;
+  auto made = std::make_shared<const shaddr_plan>(p);
+  slot = made;
+  return made;
 }
 
-// Asks shaddr_select whether libshaddr beats this MPI at every size of each sized call
-// (State::use_lib, State::flip), then agrees over s->comm: every rank that has a libshaddr
-// communicator must have drawn the same map (nodes can differ in backend), a class drawn
-// differently goes to PMPI_* whole, and ranks without one (a node of one rank) take the map of
-// those with one. Calls that a SHADDR_INTERPOSE_MIN* setting decides keep every class.
-void choose_sizes(State *s) {
-  for (uint64_t &bits : s->use_lib) bits = ~0ull;
-  std::memset(s->flip, 0, sizeof s->flip);
-  for (const SizedCall &d : kSizedCalls) {
-    if (g_settings.min_set[d.call] || !s->sc) continue;
-    // Allgatherv's measure is the bytes of all blocks; the model's, one block.
-    const size_t div = d.call == SHADDR_IP_ALLGATHERV ? static_cast<size_t>(s->size) : 1;
-    auto lib = [&](size_t bytes) {
-      const shaddr_select_query q{d.coll, std::max<size_t>(bytes / div, 1), 1, 0, kFallback};
-      shaddr_selection a{};
-      return shaddr_select(s->sc, &q, &a) == 0 && a.algo != SHADDR_ALGO_FALLBACK;
-    };
-    uint64_t bits = 0;
-    for (int k = 0; k < 64; k++) {
-      const size_t lo = size_t{1} << k, hi = k == 63 ? SIZE_MAX : (size_t{2} << k) - 1;
-      const bool low = lib(lo);
-      if (low) bits |= uint64_t{1} << k;
-      if (lib(hi) == low) continue;
-      // The first size with the other answer (the curves cross once within a class).
-      size_t yes = lo, no = hi;  // lib(yes) == low, lib(no) != low
-      while (no - yes > 1) {
-        const size_t mid = yes + (no - yes) / 2;
-        (lib(mid) == low ? yes : no) = mid;
-      }
-      s->flip[d.call][k] = no;
-    }
-    s->use_lib[d.call] = bits;
-  }
-  // Agreement, on every rank of s->comm: the maximum of each value and of its complement (so
-  // its minimum) in one call. A rank without a libshaddr communicator sends zeros in both
-  // halves, which move neither; where every rank did, each keeps its own (the same) value.
-  constexpr int kWords = SHADDR_IP_COUNT * 65;
-  std::vector<uint64_t> v(2 * kWords), agreed(2 * kWords);
-  if (s->sc) {
-    for (int c = 0; c < SHADDR_IP_COUNT; c++) {
-      v[c * 65] = s->use_lib[c];
-      std::copy(std::begin(s->flip[c]), std::end(s->flip[c]), v.begin() + c * 65 + 1);
-    }
-    for (int i = 0; i < kWords; i++) v[kWords + i] = ~v[i];
-  }
-  PMPI_Allreduce(v.data(), agreed.data(), 2 * kWords, MPI_UINT64_T, MPI_MAX, s->comm);
-  auto range = [&](int i, uint64_t own, uint64_t *hi, uint64_t *lo) {
-    const bool nobody = agreed[i] == 0 && agreed[kWords + i] == 0;
-    *hi = nobody ? own : agreed[i];
-    *lo = nobody ? own : ~agreed[kWords + i];
+// The sizes a plan sends to the fallback, as a hash: plans of nodes of different sizes or
+// backends may run different algorithms but must agree on these over several nodes.
+uint64_t fallback_digest(const shaddr_plan &p) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
   };
-  for (int c = 0; c < SHADDR_IP_COUNT; c++) {
-    uint64_t bits_hi, bits_lo, bits = 0;
-    range(c * 65, s->use_lib[c], &bits_hi, &bits_lo);
-    for (int k = 0; k < 64; k++) {
-      uint64_t flip_hi, flip_lo;
-      range(c * 65 + 1 + k, s->flip[c][k], &flip_hi, &flip_lo);
-      const bool same = (bits_hi >> k & 1) == (bits_lo >> k & 1) && flip_hi == flip_lo;
-      bits |= same ? bits_hi & uint64_t{1} << k : 0;
-      s->flip[c][k] = same ? flip_hi : 0;
-    }
-    s->use_lib[c] = bits;
-  }
+  for (const shaddr_plan_table &t : p.tables)
+    for (int i = 0; i < t.nsteps; i++)
+      if (i + 1 == t.nsteps || t.steps[i].use_fallback != t.steps[i + 1].use_fallback)
+        mix(t.steps[i].upto << 1 | (t.steps[i].use_fallback ? 1 : 0));
+  return h;
 }
 
-// "BCAST 1-8K,16K-", the size ranges [from, to) a call takes libshaddr in (SHADDR_VERBOSE).
-std::string describe_sizes(const State &s) {
-  auto size_text = [](size_t b) {
-    static const char *const units[] = {"", "K", "M", "G", "T", "P", "E"};
-    int u = 0;
-    while (u < 6 && b % 1024 == 0 && b >= 1024) b /= 1024, u++;
-    return std::to_string(b) + units[u];
-  };
-  std::string out;
-  for (const SizedCall &d : kSizedCalls) {
-    // The sizes where the answer changes, in order: class starts and flips.
-    std::string ranges;
-    bool in = false;
-    auto edge = [&](size_t at, bool lib) {
-      if (lib == in) return;
-      ranges += lib ? (ranges.empty() ? "" : ",") + size_text(at) + "-" : size_text(at);
-      in = lib;
-    };
-    for (int k = 0; k < 64; k++) {
-      const size_t lo = size_t{1} << k;
-      edge(lo, s.lib_for(d.call, lo));
-      if (s.flip[d.call][k]) edge(s.flip[d.call][k], s.lib_for(d.call, s.flip[d.call][k]));
-    }
-    out += std::string(out.empty() ? "" : "; ") + (d.env + sizeof("SHADDR_INTERPOSE_MIN_") - 1) +
-           (g_settings.min_set[d.call] ? " (set) " : " ") + (ranges.empty() ? "none" : ranges);
+// Takes libshaddr's plan for s->sc and agrees over s->comm that every rank sends the same sizes
+// to libshaddr: a rank without a node communicator (a node of one rank) takes the plan of the
+// first rank with one; where nodes' plans differ, none (every sized call forwarded).
+void agree_plan(State *s) {
+  shaddr_plan mine{};
+  const shaddr_plan *p = s->sc ? shaddr_comm_plan(s->sc, kFallback) : nullptr;
+  if (p) mine = *p;
+  const uint64_t d = p ? fallback_digest(mine) : 0;
+  // The maximum of the digest and of its complement: equal digests leave d and ~d.
+  uint64_t v[3] = {d, p ? ~d : 0, p ? 0u : 1u}, agreed[3];
+  PMPI_Allreduce(v, agreed, 3, MPI_UINT64_T, MPI_MAX, s->comm);
+  s->plan.reset();
+  if (agreed[0] == 0 && agreed[1] == 0) {
+    s->why = "no node communicator has a plan";
+    return;
   }
+  if (agreed[0] != ~agreed[1]) {
+    if (g_settings.verbose && s->rank == 0)
+      std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: the nodes' plans send "
+                           "different sizes to libshaddr: every sized call forwarded\n",
+                   s->size);
+    return;
+  }
+  if (agreed[2]) {  // some rank has no plan: it takes the first one's
+    int src = p ? s->rank : s->size, first = 0;
+    PMPI_Allreduce(&src, &first, 1, MPI_INT, MPI_MIN, s->comm);
+    PMPI_Bcast(&mine, sizeof(mine), MPI_BYTE, first, s->comm);
+  }
+  s->plan = keep_plan(mine);
+}
+
+// "bcast: 0-0 mpi, 1-4K slots, ...": the plan (SHADDR_VERBOSE).
+std::string describe_plan(const State &s) {
+  if (!s.plan) return "none: every sized call forwarded";
+  char buf[8192];
+  shaddr_plan_format(s.plan.get(), buf, sizeof(buf));
+  std::string out = buf;
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  for (size_t at = 0; (at = out.find('\n', at)) != std::string::npos;) out.replace(at, 1, "; ");
   return out;
 }
 
@@ -242,7 +185,6 @@ int read_settings(Settings *st, std::string *why) {
   if (int err = read_forward(in, st, why)) return err;
   st->verbose = shaddr::verbose();
   st->nodes = static_cast<int>(in.size("SHADDR_NODES", 0));
-  read_thresholds(in, st);
   st->segment = in.size("SHADDR_INTERPOSE_SEGMENT", 262144);
   st->off = !in.flag("SHADDR_INTERPOSE", true);
   st->fail_every = in.size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
@@ -346,9 +288,8 @@ int delete_cb(MPI_Comm, int, void *attr, void *) {
 
 // Builds the hierarchy of s->comm. Collective over s->comm; every rank reaches the same
 // s->usable (the last step agrees on it with an allreduce).
-// @keep_selection: s->use_lib/flip came from the group's profile and decided calls already:
-// kept as they are.
-void build(State *s, bool keep_selection) {
+// @keep_plan: s->plan came from the group's profile and decided calls already: kept.
+void build(State *s, bool keep_plan) {
   MPI_Comm comm = s->comm;
   s->built = true;
   if (s->size == 1) {
@@ -437,7 +378,7 @@ void build(State *s, bool keep_selection) {
     release_handles(s);
     return;
   }
-  if (!keep_selection) choose_sizes(s);
+  if (!keep_plan) agree_plan(s);
   s->usable = true;
 }
 
@@ -469,19 +410,14 @@ void save_profile(const State &s, const std::vector<int> &key) {
   p.usable = s.usable;
   p.config_error = s.config_error;
   p.why = s.why;
-  std::copy(std::begin(s.use_lib), std::end(s.use_lib), p.use_lib);
-  p.flips.clear();
-  for (uint32_t c = 0; c < SHADDR_IP_COUNT; c++)
-    for (uint32_t k = 0; k < 64; k++)
-      if (s.flip[c][k]) p.flips.emplace_back(c * 64 + k, s.flip[c][k]);
+  p.plan = s.plan;
 }
 
 void apply_profile(const Profile &p, State *s) {
   s->usable = p.usable;
   s->config_error = p.config_error;
   s->why = p.why;
-  std::copy(std::begin(p.use_lib), std::end(p.use_lib), s->use_lib);
-  for (const auto &[at, f] : p.flips) s->flip[at / 64][at % 64] = f;
+  s->plan = p.plan;
 }
 
 // After a set-up: what SHADDR_VERBOSE=1 (or a wrong setting) has to say; @fresh: a new one
@@ -494,8 +430,8 @@ void after_build(State *s, bool fresh) {
                    s->size, s->nnodes, g_settings.nodes > 1 ? " (SHADDR_NODES)" : "",
                    s->sc ? shaddr_comm_backend(s->sc) : "-");
     if (s->usable)
-      std::fprintf(stderr, "shaddr-interpose: libshaddr for these sizes (bytes, [from-to)), else PMPI_*: %s\n",
-                   describe_sizes(*s).c_str());
+      std::fprintf(stderr, "shaddr-interpose: the plan (bytes; mpi: PMPI_*): %s\n",
+                   describe_plan(*s).c_str());
   }
   static bool config_error_said = false;  // unasked: once per process
   if (!s->usable && s->rank == 0 &&
@@ -561,14 +497,15 @@ void attach(State *s, Shared *sh) {
   s->members = h.members;
   s->blocked = h.blocked;
   s->mesh_cols = h.mesh_cols;
+  if (!s->plan) s->plan = h.plan;
   g_stats.comms_created++;
   if (s->comm == MPI_COMM_WORLD) g_stats.world_nodes = static_cast<uint64_t>(s->nnodes);
 }
 
 // Sets up @s: the live set-up of its group if there is one (no communication), else a new one
-// (collective over s->comm). @keep_selection: s's selection came from the group's profile.
+// (collective over s->comm). @keep_plan: s's plan came from the group's profile.
 // Returns whether a new set-up was made.
-bool set_up(State *s, bool keep_selection) {
+bool set_up(State *s, bool keep_plan) {
   s->built = true;
   s->usable = false;
   if (!s->key.empty()) {
@@ -584,14 +521,12 @@ bool set_up(State *s, bool keep_selection) {
   h.rank = s->rank;
   h.size = s->size;
   h.key = s->key;
-  std::copy(std::begin(s->use_lib), std::end(s->use_lib), h.use_lib);
-  std::memcpy(h.flip, s->flip, sizeof h.flip);
-  build(&h, keep_selection);
+  h.plan = s->plan;
+  build(&h, keep_plan);
   h.comm = MPI_COMM_NULL;  // s->comm may be freed before the set-up
   s->why = h.why;
   s->config_error = h.config_error;
-  std::copy(std::begin(h.use_lib), std::end(h.use_lib), s->use_lib);
-  std::memcpy(s->flip, h.flip, sizeof s->flip);
+  s->plan = h.plan;
   if (!h.usable) {  // every rank alike (build agrees)
     delete sh;
     return true;

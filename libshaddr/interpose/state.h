@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,12 @@ namespace shaddr::interpose {
 struct Shared;
 
 // A communicator's state is made, without any communication, at its first intercepted
-// collective: rank, size, and the selection (use_lib, flip) of its group, when a communicator
+// collective: rank, size, and the plan of its group, when a communicator
 // of the same group (the same processes in the same order) was set up before on this rank --
 // and so on every rank of the group, as set-ups are collective. The set-up proper (the
 // hierarchy, libshaddr's node communicator) is made by ensure_built() at the first call that
-// the selection sends to libshaddr, the same call on every rank; a group seen for the first
-// time is set up at once, since its selection is not known yet.
+// the plan sends to libshaddr, the same call on every rank; a group seen for the first time is
+// set up at once, since its plan is not known yet.
 //
 // Communicators of the same group share one set-up (Shared: the internal communicators and
 // libshaddr's node communicator, with its control block and heap mappings) while any of them
@@ -53,19 +54,16 @@ struct State {
   MPI_Comm mesh_row = MPI_COMM_NULL;  // the leaders of my row, ranked by column
   MPI_Comm mesh_col = MPI_COMM_NULL;  // the leaders of my column, ranked by row
   shaddr_comm_t *sc = nullptr;  // over `node`; nullptr when the node has one rank
-  // libshaddr's selection (shaddr_select), asked when the state is made and agreed over
-  // `comm`, per size class [2^k, 2^(k+1)) of small()'s measure: bit k of use_lib[call] set
-  // means that the class's smallest size goes to libshaddr, clear that it goes to PMPI_*. Where
-  // the answer changes inside the class (an algorithm's limit such as the 4 KiB slots, a
-  // crossing of the two curves), flip[call][k] is the first size with the other answer; else 0.
-  uint64_t use_lib[SHADDR_IP_COUNT] = {};
-  uint64_t flip[SHADDR_IP_COUNT][64] = {};
-  // The answer for a call of @bytes (> 0).
-  bool lib_for(shaddr_interpose_call c, size_t bytes) const {
-    const int k = 63 - __builtin_clzll(bytes);
-    const bool low = use_lib[c] >> k & 1;
-    const uint64_t f = flip[c][k];
-    return f && bytes >= f ? !low : low;
+  // libshaddr's plan against this MPI (shaddr_comm_plan), taken when the state is made from
+  // its node communicator, or from the group's profile before any set-up. Over several nodes
+  // every rank's plan sends the same sizes to libshaddr (agree_plan); a rank of a node of one
+  // takes the plan of the first rank with one. Null: every sized call is forwarded.
+  std::shared_ptr<const shaddr_plan> plan;
+  // Whether a call of @coll on @bytes (plan flags @flags) goes to libshaddr.
+  bool lib_for(shaddr_coll coll, size_t bytes, unsigned flags = 0) const {
+    if (!plan) return false;
+    const shaddr_plan_step *st = shaddr_plan_lookup(plan.get(), coll, bytes, flags);
+    return st && !st->use_fallback;
   }
 
   Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
@@ -96,11 +94,6 @@ shaddr_comm_t *ledger_comm(State &s);
 struct Settings {
   bool verbose = false;
   int nodes = 0;               // SHADDR_NODES: virtual nodes per physical node (0/1: off)
-  // SHADDR_INTERPOSE_MIN (all calls), SHADDR_INTERPOSE_MIN_<CALL> (one): where set, smaller
-  // messages are forwarded to PMPI_* and the others go to libshaddr, instead of what
-  // shaddr_select answers. Indexed by shaddr_interpose_call.
-  size_t min_bytes[SHADDR_IP_COUNT] = {};
-  bool min_set[SHADDR_IP_COUNT] = {};
   bool forward[SHADDR_IP_COUNT] = {};  // SHADDR_INTERPOSE_FORWARD: always PMPI_*
   size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
   size_t mesh_max = 64;        // SHADDR_INTERPOSE_MESH_MAX: Alltoall blocks up to this many

@@ -102,7 +102,7 @@ int select_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std::
     return err;
   }
   const std::string inner = *reason;
-  if (std::strncmp((*out)->name(), "heap+", 5) == 0)
+  if ((*out)->heap_stats())
     *reason = std::string((*out)->name()) + ": " + note + ", everything else by " + inner;
   else
     *reason = inner + "; " + note;

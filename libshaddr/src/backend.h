@@ -22,10 +22,15 @@ struct HeapStats {
   uint64_t peers = 0;      // peers whose heap this rank maps
 };
 
+// How a backend reaches peers' memory; the heap layer (heap_stats() != nullptr) reports the
+// backend under it.
+enum class BackendKind : uint8_t { kSegment, kWindow, kCma, kShm };
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
+  virtual BackendKind kind() const = 0;
 
   // A pointer to [addr, addr + len) of peer's address space, held until unmap(). -ENOTSUP if
   // this backend only copies; -ENOSPC if the range cannot be mapped now (every mapping in use,

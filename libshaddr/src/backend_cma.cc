@@ -17,6 +17,7 @@ class CmaBackend final : public Backend {
  public:
   explicit CmaBackend(std::vector<pid_t> pids) : pids_(std::move(pids)) {}
   const char *name() const override { return "cma"; }
+  BackendKind kind() const override { return BackendKind::kCma; }
 
   int read(int peer, uintptr_t addr, void *dst, size_t len) override {
     return transfer(peer, addr, dst, len, false);

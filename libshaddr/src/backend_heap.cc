@@ -36,6 +36,7 @@ class HeapBackend final : public Backend {
   ~HeapBackend() override { release_heaps(&share_); }
 
   const char *name() const override { return name_.c_str(); }
+  BackendKind kind() const override { return inner_->kind(); }
 
   int map(int peer, uintptr_t addr, size_t len, RegCache::Ref *ref) override {
     if (const char *p = in_heap(peer, addr, len); p && ref) {

@@ -26,6 +26,7 @@ class SegmentBackend final : public Backend {
     dev_.call(SHADDR_IOC_REMOVE, &segid_);
   }
   const char *name() const override { return "segment"; }
+  BackendKind kind() const override { return BackendKind::kSegment; }
 
   int connect(const std::vector<uint64_t> &segids, int self) {
     apids_.assign(segids.size(), 0);

@@ -23,6 +23,7 @@ class ShmBackend final : public Backend {
   ShmBackend(std::unique_ptr<SharedRegion> region, int self, int size, size_t staging)
       : region_(std::move(region)), self_(self), size_(size), staging_(staging) {}
   const char *name() const override { return "shm"; }
+  BackendKind kind() const override { return BackendKind::kShm; }
   bool stages() const override { return true; }
 
   int map(int peer, uintptr_t addr, size_t len, RegCache::Ref *ref) override {

@@ -33,6 +33,7 @@ class WindowBackend final : public Backend {
     dev_.call(SHADDR_IOC_REVOKE, &mine_.handle);
   }
   const char *name() const override { return "window"; }
+  BackendKind kind() const override { return BackendKind::kWindow; }
   size_t max_mappings() const override { return nr_slots_; }
 
   int connect(std::vector<Export> peers, int self, unsigned nr_slots) {

@@ -223,16 +223,16 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
         return fail(err, "shaddr_bcast: the root's data source failed");
     return 0;
   }
-  if (bcast_slot_fits(bytes, c.tuning()))
+  const shaddr_algo algo =
+      c.algorithm(SHADDR_COLL_BCAST, bytes, segmented ? SHADDR_PLAN_SEGMENTED : 0);
+  if (algo == SHADDR_ALGO_SLOTS)
     return c.account(slot_bcast(c, static_cast<char *>(buf), bytes, root, segment, ready, ctx));
   const uint64_t s = c.begin();
   int err;
-  const Backend &be = c.backend();
-  const bool fifo_always = bcast_fifo_always(be.stages(), be.heap_stats() != nullptr, segmented);
-  if (bcast_fifo_wins(bytes, fifo_always, c.tuning())) {
+  if (algo == SHADDR_ALGO_FIFO) {
     c.mark_small_path();
     err = fifo_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
-  } else if (bcast_streams_win(c.size(), bytes, segmented, be.stages(), c.tuning())) {
+  } else if (algo == SHADDR_ALGO_STREAMS) {
     const int streams = std::min(c.size() - 1, c.tuning().bcast_streams);
     err = multistream_bcast(c, s, static_cast<char *>(buf), bytes, root, streams);
     if (err) fail(err, "shaddr_bcast");
@@ -256,6 +256,7 @@ SHADDR_API int shaddr_barrier(shaddr_comm_t *comm) {
   Comm &c = *shaddr::from_handle(comm);
   c.stats().calls[SHADDR_COLL_BARRIER]++;
   if (c.size() == 1) return 0;
+  c.stats().runs[SHADDR_COLL_BARRIER][SHADDR_ALGO_BARRIER]++;
   const uint64_t s = c.begin();
   if (int err = c.account(c.finish(s, 0))) return shaddr::fail(err, "shaddr_barrier");
   return 0;

@@ -4,6 +4,7 @@
 // staggered order (rank r starts at r + 1) so that not everyone reads the same peer at once.
 // Where a reader needs the owner's displacements (Scatterv, Alltoallv), the owner exposes its
 // arrays too and the reader fetches its own entry. Everything ends with the closing barrier.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -198,11 +199,6 @@ int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
   return err;
 }
 
-bool use_ring(Comm &c) {
-  return allgather_ring_wins(c.size(), c.backend().stages(), c.backend().max_mappings(),
-                             c.tuning());
-}
-
 // Ring Allgatherv: at step k each rank copies block me - 1 - k out of its left neighbour's
 // receive buffer as soon as the neighbour has it (stage k), so every rank reads one peer's
 // buffer, which stays mapped from call to call. A rank that fails, or whose left neighbour
@@ -236,8 +232,10 @@ int ring_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, s
   return c.finish(s, err);
 }
 
+// @algo: the plan's algorithm for the call; SHADDR_ALGO_FALLBACK for an Allgatherv, whose step
+// is looked up here.
 int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
-               const size_t *recvbytes, const size_t *displs) {
+               const size_t *recvbytes, const size_t *displs, shaddr_algo algo) {
   const int me = c.rank(), n = c.size();
   if (!recvbytes || !displs) return fail(-EINVAL, "NULL counts or displacements");
   size_t total;
@@ -248,9 +246,19 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
     if (int err = check_buf(sendbuf, sendbytes, "send buffer")) return err;
   char *out = static_cast<char *>(recvbuf);
   c.stats().bytes[SHADDR_COLL_ALLGATHER] += total;
-  if (fits_slot_v(c, recvbytes, n))
+  if (algo == SHADDR_ALGO_FALLBACK) {
+    // Every rank knows every count: the plan's step for the largest block, unless a block
+    // does not fit a slot with its count (then the plan's algorithm for the largest sizes).
+    const size_t largest = *std::max_element(recvbytes, recvbytes + n);
+    algo = c.step(SHADDR_COLL_ALLGATHER, largest).algo;
+    if (algo == SHADDR_ALGO_SLOTS && !fits_slot_v(c, recvbytes, n))
+      algo = c.step(SHADDR_COLL_ALLGATHER, SIZE_MAX).algo;
+    c.stats().runs[SHADDR_COLL_ALLGATHER][algo]++;
+  }
+  if (algo == SHADDR_ALGO_SLOTS)
     return slot_allgatherv(c, sendbuf, sendbytes, out, recvbytes, displs);
-  if (use_ring(c)) return ring_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs);
+  if (algo == SHADDR_ALGO_RING)
+    return ring_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs);
   const void *mine = inplace ? out + displs[me] : sendbuf;
   const size_t mylen = inplace ? recvbytes[me] : sendbytes;
   const uint64_t s = c.begin();
@@ -395,7 +403,7 @@ SHADDR_API int shaddr_gather(shaddr_comm_t *comm, const void *sendbuf, size_t by
   if (!c) return err;
   if ((err = shaddr::check_root(*c, root))) return err;
   if (bytes == 0) return 0;
-  if (shaddr::fits_slot(*c, bytes)) {
+  if (c->algorithm(SHADDR_COLL_GATHER, bytes) == SHADDR_ALGO_SLOTS) {
     if (!(c->rank() == root && sendbuf == SHADDR_IN_PLACE) &&
         (err = shaddr::check_buf(sendbuf, bytes, "send buffer")))
       return err;
@@ -417,6 +425,7 @@ SHADDR_API int shaddr_gatherv(shaddr_comm_t *comm, const void *sendbuf, size_t s
   int err;
   Comm *c = enter(comm, SHADDR_COLL_GATHER, &err);
   if (!c) return err;
+  c->stats().runs[SHADDR_COLL_GATHER][SHADDR_ALGO_DIRECT]++;
   if ((err = shaddr::check_root(*c, root))) return err;
   return done(*c, shaddr::gatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs, root),
               "shaddr_gatherv");
@@ -429,7 +438,7 @@ SHADDR_API int shaddr_scatter(shaddr_comm_t *comm, const void *sendbuf, size_t b
   if (!c) return err;
   if ((err = shaddr::check_root(*c, root))) return err;
   if (bytes == 0) return 0;
-  if (bytes <= SIZE_MAX / c->size() && shaddr::fits_slot(*c, bytes * c->size())) {
+  if (c->algorithm(SHADDR_COLL_SCATTER, bytes) == SHADDR_ALGO_SLOTS) {
     if (c->rank() == root && (err = shaddr::check_buf(sendbuf, bytes, "send buffer")))
       return err;
     if (!(c->rank() == root && recvbuf == SHADDR_IN_PLACE) &&
@@ -451,6 +460,7 @@ SHADDR_API int shaddr_scatterv(shaddr_comm_t *comm, const void *sendbuf, const s
   int err;
   Comm *c = enter(comm, SHADDR_COLL_SCATTER, &err);
   if (!c) return err;
+  c->stats().runs[SHADDR_COLL_SCATTER][SHADDR_ALGO_DIRECT]++;
   if ((err = shaddr::check_root(*c, root))) return err;
   return done(*c, shaddr::scatterv(*c, sendbuf, sendbytes, displs, recvbuf, recvbytes, root, false),
               "shaddr_scatterv");
@@ -462,7 +472,8 @@ SHADDR_API int shaddr_allgather(shaddr_comm_t *comm, const void *sendbuf, size_t
   Comm *c = enter(comm, SHADDR_COLL_ALLGATHER, &err);
   if (!c) return err;
   if (bytes == 0) return 0;
-  if (shaddr::fits_slot(*c, bytes)) {
+  const shaddr_algo algo = c->algorithm(SHADDR_COLL_ALLGATHER, bytes);
+  if (algo == SHADDR_ALGO_SLOTS) {
     if ((err = shaddr::check_buf(recvbuf, bytes, "receive buffer")) ||
         (sendbuf != SHADDR_IN_PLACE && (err = shaddr::check_buf(sendbuf, bytes, "send buffer"))))
       return err;
@@ -472,7 +483,9 @@ SHADDR_API int shaddr_allgather(shaddr_comm_t *comm, const void *sendbuf, size_t
   }
   shaddr::Uniform u;
   if ((err = u.make(c->size(), bytes))) return shaddr::fail(err, "shaddr_allgather: size");
-  return done(*c, shaddr::allgatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data()),
+  return done(*c,
+              shaddr::allgatherv(*c, sendbuf, bytes, recvbuf, u.counts.data(), u.displs.data(),
+                                 algo),
               "shaddr_allgather");
 }
 
@@ -481,7 +494,9 @@ SHADDR_API int shaddr_allgatherv(shaddr_comm_t *comm, const void *sendbuf, size_
   int err;
   Comm *c = enter(comm, SHADDR_COLL_ALLGATHER, &err);
   if (!c) return err;
-  return done(*c, shaddr::allgatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs),
+  return done(*c,
+              shaddr::allgatherv(*c, sendbuf, sendbytes, recvbuf, recvbytes, displs,
+                                 SHADDR_ALGO_FALLBACK),
               "shaddr_allgatherv");
 }
 
@@ -491,7 +506,7 @@ SHADDR_API int shaddr_alltoall(shaddr_comm_t *comm, const void *sendbuf, size_t 
   Comm *c = enter(comm, SHADDR_COLL_ALLTOALL, &err);
   if (!c) return err;
   if (bytes == 0) return 0;
-  if (bytes <= SIZE_MAX / c->size() && shaddr::fits_slot(*c, bytes * c->size())) {
+  if (c->algorithm(SHADDR_COLL_ALLTOALL, bytes) == SHADDR_ALGO_SLOTS) {
     if ((err = shaddr::check_buf(recvbuf, bytes, "receive buffer")) ||
         (sendbuf != SHADDR_IN_PLACE && (err = shaddr::check_buf(sendbuf, bytes, "send buffer"))))
       return err;
@@ -512,6 +527,7 @@ SHADDR_API int shaddr_alltoallv(shaddr_comm_t *comm, const void *sendbuf, const 
   int err;
   Comm *c = enter(comm, SHADDR_COLL_ALLTOALL, &err);
   if (!c) return err;
+  c->stats().runs[SHADDR_COLL_ALLTOALL][SHADDR_ALGO_DIRECT]++;
   return done(*c, shaddr::alltoallv(*c, sendbuf, sendbytes, sdispls, recvbuf, recvbytes, rdispls,
                                 false),
               "shaddr_alltoallv");

@@ -59,7 +59,6 @@ bool reduce_slots_fit(size_t bytes, const Tuning &t) { return bytes <= t.slot_ma
 // (34 vs 36) and won above (63 vs 71 us at 256 KiB, 110 vs 143 at 512 KiB, 205 vs 285 at
 // 1 MiB). On shm, and on the heap, a tie (both stage or map). At 3 and 4 ranks (oversubscribed
 // here) the partitioned one won from 4 MiB and 256 KiB. Hence 2 ranks, up to 128 KiB.
-constexpr size_t kReduceDirectMax = 128u << 10;
 
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t) {
   return nranks == 2 && !reduce_slots_fit(bytes, t) && bytes <= kReduceDirectMax;
@@ -233,10 +232,11 @@ int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count
     if (a.out && a.out != a.in && a.bytes) std::memmove(a.out, a.in, a.bytes);
     return 0;
   }
-  const Tuning &t = c.tuning();
-  const int err = c.account(reduce_slots_fit(a.bytes, t)                          ? slot_reduce(c, a)
-                            : root >= 0 && reduce_direct_wins(c.size(), a.bytes, t) ? direct_reduce(c, a)
-                                                                                  : partitioned_reduce(c, a));
+  const shaddr_algo algo = c.algorithm(
+      which, a.bytes, root < 0 && a.in == a.out ? SHADDR_PLAN_IN_PLACE : 0);
+  const int err = c.account(algo == SHADDR_ALGO_SLOTS  ? slot_reduce(c, a)
+                            : algo == SHADDR_ALGO_ROOT ? direct_reduce(c, a)
+                                                       : partitioned_reduce(c, a));
   return err ? fail(err, name) : 0;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The algorithm choices of the collectives, one small function each, defined next to the
-// algorithms they choose between (coll_*.cc) so that a selection layer can ask them too. Each
+// algorithms they choose between (coll_*.cc). Only the plan (plan.cc) asks them: the
+// collectives run the algorithm their plan's step names. Each
 // takes what every rank of the node knows alike (node size, bytes per rank, the agreed
 // Tuning), so every rank chooses the same.
 #pragma once
@@ -36,6 +37,7 @@ bool reduce_slots_fit(size_t bytes, const Tuning &t);
 // bytes across cores instead of 1.5·S and needs no second phase; above, the partitioned one's
 // halved combining wins when both ranks have a core.
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t);
+constexpr size_t kReduceDirectMax = 128u << 10;
 
 // coll_gather.cc. Gather, Scatter, Allgather of `per_rank` bytes per block, and Alltoall of
 // n blocks of that size (`per_rank` = n * block), go through the control block's slots.

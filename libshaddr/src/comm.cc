@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +40,7 @@ size_t cache_size(int level) {
   return 0;
 }
 
-// The cost model that shaddr_select() answers from (select.h), the same on every rank: a
+// The cost model the plan is built from (select.h), the same on every rank: a calibration or
 // tuning file that differs between ranks, or does not parse on one, is refused on every rank.
 int agree_model(const shaddr_host &host, CostModel *model, std::string *why) {
   std::string my_why;
@@ -53,12 +54,12 @@ int agree_model(const shaddr_host &host, CostModel *model, std::string *why) {
   for (int r = 0; r < host.size; r++) {
     if (all[2 * r]) {
       *why = r == host.rank ? my_why
-                            : "rank " + std::to_string(r) + " cannot read the cost model's " +
-                                  "`model.` lines of SHADDR_TUNING_FILE";
+                            : "rank " + std::to_string(r) + " cannot read its cost model (its " +
+                                  "calibration or SHADDR_TUNING_FILE)";
       return -EINVAL;
     }
     if (all[2 * r + 1] != all[1]) {
-      *why = "rank " + std::to_string(r) + "'s cost model (the `model.` lines of "
+      *why = "rank " + std::to_string(r) + "'s cost model (its calibration and the lines of "
              "SHADDR_TUNING_FILE) differs from rank 0's: every rank must decide alike";
       return -EINVAL;
     }
@@ -88,6 +89,15 @@ Tuning Tuning::from_env(int nranks) {
   t.allgather_ring = in.choice("SHADDR_ALLGATHER_RING", 2);  // "0 1 auto"
   t.bcast_fifo_configured = in.is_set("SHADDR_BCAST_FIFO_MAX");
   t.slot_max_configured = in.is_set("SHADDR_SLOT_MAX");
+  const bool all_set = in.is_set("SHADDR_MIN");
+  const size_t all = in.size("SHADDR_MIN", 0);
+  for (int coll = 0; coll < SHADDR_COLL_COUNT; coll++) {
+    std::string name = "SHADDR_MIN_";
+    for (const char *p = coll_name(static_cast<shaddr_coll>(coll)); *p; p++)
+      name += static_cast<char>(std::toupper(static_cast<unsigned char>(*p)));
+    t.min_set[coll] = coll != SHADDR_COLL_BARRIER && (all_set || in.is_set(name.c_str()));
+    t.min_bytes[coll] = t.min_set[coll] ? in.size(name.c_str(), all) : 0;
+  }
   t.fail_inject = in.size("SHADDR_FAIL_INJECT", 0);
   t.fail_inject_rank =
       in.is_set("SHADDR_FAIL_INJECT_RANK")
@@ -122,12 +132,13 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   // heap and readers copy straight from its mapping: 64-256 KiB took 5-17 us against the
   // FIFO's 33-133 and stock MPICH's 15-48 (2 ranks, interposer, chrt); a root buffer outside
   // the heap then costs cma's read, 14.5-47 us.
-  const char *be = c->backend_->name();
+  const BackendKind kind = c->backend_->kind();
   // heap+shm: the same, where the FIFO would otherwise take every size (bcast_fifo_always); a
   // root buffer outside the heap is then staged whole before the readers copy it.
-  const bool on_heap = !std::strcmp(be, "heap+cma") || !std::strcmp(be, "heap+shm");
+  const bool on_heap = c->backend_->heap_stats() != nullptr &&
+                       (kind == BackendKind::kCma || kind == BackendKind::kShm);
   if (!c->tuning_.bcast_fifo_configured) {
-    if (!std::strcmp(be, "cma")) c->tuning_.bcast_fifo_max = 256u << 10;
+    if (kind == BackendKind::kCma && !on_heap) c->tuning_.bcast_fifo_max = 256u << 10;
     if (on_heap) c->tuning_.bcast_fifo_max = heap::kDefaultMinSize - 1;
   }
   // The slots, too, stop below the heap's malloc threshold: at 16 KiB (2 ranks, interposer on
@@ -136,6 +147,10 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   if (!c->tuning_.slot_max_configured && on_heap)
     c->tuning_.slot_max = std::min(c->tuning_.slot_max, heap::kDefaultMinSize - 1);
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
+  if (!c->plan(SHADDR_FALLBACK_NONE).ranks) {
+    *why = "libshaddr's plan could not be built for this node (SHADDR_VERBOSE=1 says why)";
+    return -EINVAL;
+  }
   c->pids_.resize(host.size);
   c->slot_closed_.assign(host.size, 0);
   const pid_t me = getpid();
@@ -151,6 +166,10 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
                  host.size, c->reason_.c_str(), c->block_->how(), c->tuning_.chunk,
                  c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_max,
                  cfg.wait.why);
+  if (verbose() && host.rank == 0 && !c->model_.calibration().empty())
+    std::fprintf(stderr, "shaddr: calibration %s (%s)\n", c->model_.calibration().c_str(),
+                 c->model_.calibration_date().empty() ? "no date in its header"
+                                                      : c->model_.calibration_date().c_str());
   *out = std::move(c);
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct Tuning {
                              // the backend cannot map every peer at once
   bool bcast_fifo_configured;  // SHADDR_BCAST_FIFO_MAX was set (else the backend's default)
   bool slot_max_configured;    // SHADDR_SLOT_MAX was set (else the node size's and backend's)
+  // SHADDR_MIN, SHADDR_MIN_<COLL>: where set, the plan sends smaller calls of the collective
+  // to the caller's fallback and the others to libshaddr, instead of the model's choice.
+  size_t min_bytes[SHADDR_COLL_COUNT];
+  bool min_set[SHADDR_COLL_COUNT];
   uint64_t fail_inject;        // SHADDR_FAIL_INJECT: the n-th fallible step fails (0: off)
   int fail_inject_rank;        // SHADDR_FAIL_INJECT_RANK: only on this rank (-1: every rank)
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)
@@ -62,6 +67,16 @@ class Comm {
   NodeBlock &block() { return *block_; }
   const Tuning &tuning() const { return tuning_; }
   const CostModel &model() const { return model_; }
+  // The plan against @fallback (plan.h), built on first use; the collectives run the steps of
+  // plan(SHADDR_FALLBACK_NONE), built when the communicator is made.
+  const shaddr_plan &plan(shaddr_fallback fallback);
+  const shaddr_plan_step &step(shaddr_coll coll, size_t bytes, unsigned flags = 0) const;
+  // The algorithm a collective runs for a call: its plan step's, counted in stats().runs.
+  shaddr_algo algorithm(shaddr_coll coll, size_t bytes, unsigned flags = 0) {
+    const shaddr_algo a = step(coll, bytes, flags).algo;
+    stats_.runs[coll][a]++;
+    return a;
+  }
   const Backend &backend() const { return *backend_; }
   shaddr_comm_stats &stats() { return stats_; }
   const char *backend_reason() const { return reason_.c_str(); }
@@ -169,6 +184,8 @@ class Comm {
   std::vector<pid_t> pids_;
   Tuning tuning_{};
   CostModel model_;
+  std::unique_ptr<shaddr_plan> plans_[SHADDR_FALLBACK_COUNT];
+  std::mutex plans_lock_;
   shaddr_comm_stats stats_{};
   std::string reason_;
   uint64_t seq_ = 0;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Selection: libshaddr's algorithm for a call (choose_algorithm) and the cost model that weighs
-// it against the caller's fallback (shaddr_select). See select.h.
+// The cost model (curves, points, the calibration file) and shaddr_select(), which explains a
+// plan's step with it. See select.h.
 #include "select.h"
 
 #include <algorithm>
@@ -9,11 +9,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include "../heap/heap.h"
-#include "coll_rules.h"
 #include "comm.h"
 #include "error.h"
+#include "plan.h"
+#include "settings.h"
 
 namespace shaddr {
 namespace {
@@ -86,18 +91,14 @@ double blocks(shaddr_coll coll, int n) {
   }
 }
 
-Who backend_who(const char *name, size_t bytes) {
-  constexpr std::string_view heap_prefix = "heap+";
-  std::string_view be(name);
-  if (be.substr(0, heap_prefix.size()) == heap_prefix) {
-    if (bytes >= kHeapModelMin) return Who::kHeap;
-    be.remove_prefix(heap_prefix.size());
+Who backend_who(BackendKind kind, bool heap, size_t bytes) {
+  if (heap && bytes >= kHeapModelMin) return Who::kHeap;
+  switch (kind) {
+    case BackendKind::kSegment: return Who::kSegment;
+    case BackendKind::kWindow: return Who::kWindow;
+    case BackendKind::kShm: return Who::kShm;
+    default: return Who::kCma;
   }
-  if (be == "segment") return Who::kSegment;
-  if (be == "window") return Who::kWindow;
-  if (be == "shm") return Who::kShm;
-  if (be == "heap") return Who::kHeap;
-  return Who::kCma;
 }
 
 Who fallback_who(shaddr_fallback f) {
@@ -108,11 +109,73 @@ Who fallback_who(shaddr_fallback f) {
   }
 }
 
-// The curve that times @algo of @coll on backend @backend.
-Who algo_who(shaddr_algo algo, const char *backend, size_t bytes) {
+// The curve that times @algo of @coll on a backend of @kind.
+Who algo_who(shaddr_algo algo, BackendKind kind, bool heap, size_t bytes) {
   if (algo == SHADDR_ALGO_FIFO) return Who::kFifo;
   if (algo == SHADDR_ALGO_SLOTS) return Who::kSlots;
-  return backend_who(backend, bytes);
+  return backend_who(kind, heap, bytes);
+}
+
+// The size-independent part of a machine's identity: what a calibration measured depends on.
+std::string machine_key() {
+  std::string cpu;
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') == std::string::npos ? 0 : line.find(':') + 1);
+      break;
+    }
+  struct sysinfo si {};
+  sysinfo(&si);
+  const unsigned long long mem_gib =
+      (static_cast<unsigned long long>(si.totalram) * si.mem_unit + (1ull << 29)) >> 30;
+  struct utsname u {};
+  uname(&u);
+  const std::string all = cpu + "|" + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + "|" +
+                          std::to_string(mem_gib) + "|" + u.release;
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : all) h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// `<bytes>:<us>[@<ranks>] ...` (or `-`) into @curve's points; @bad(what) makes the error.
+template <typename Bad>
+int parse_points(std::string_view rest, CostCurve *curve, Bad &&bad) {
+  std::vector<CostPoint> pts;
+  int ranks = 2;
+  if (rest != "-") {
+    while (!rest.empty()) {
+      const size_t sp = rest.find(' ');
+      std::string_view item = rest.substr(0, sp);
+      rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
+      if (item.empty()) continue;
+      if (pts.size() == 256) return bad("too many points");
+      const size_t at = item.find('@');
+      int r = 2;
+      if (at != std::string_view::npos) {
+        double d;
+        if (!parse_double(item.substr(at + 1), &d) || d < 1 || d > 1 << 20 || d != std::floor(d))
+          return bad("bad @<ranks>");
+        r = static_cast<int>(d);
+        item = item.substr(0, at);
+      }
+      if (!pts.empty() && r != ranks) return bad("points of one line at different node sizes");
+      ranks = r;
+      const size_t colon = item.find(':');
+      CostPoint p{};
+      if (colon == std::string_view::npos || !parse_double(item.substr(0, colon), &p.bytes) ||
+          !parse_double(item.substr(colon + 1), &p.us) || p.us <= 0 || p.bytes < 1)
+        return bad("bad <bytes>:<us>");
+      if (!pts.empty() && p.bytes <= pts.back().bytes) return bad("sizes not increasing");
+      pts.push_back(p);
+    }
+    if (pts.size() < 2) return bad("fewer than two points");
+  }
+  curve->points = std::move(pts);
+  curve->points_ranks = ranks;
+  return 0;
 }
 
 }  // namespace
@@ -122,6 +185,23 @@ const char *coll_name(shaddr_coll c) {
 }
 
 double CostCurve::time_us(shaddr_coll coll, size_t bytes, int ranks) const {
+  const double x = static_cast<double>(bytes);
+  if (points.size() >= 2 && x >= points.front().bytes && x <= points.back().bytes &&
+      points_ranks > 0) {
+    size_t i = 1;
+    while (points[i].bytes < x) i++;
+    const CostPoint &a = points[i - 1], &b = points[i];
+    double t = b.us;
+    if (x < b.bytes) {
+      const double f = (std::log(std::max(x, 1.0)) - std::log(std::max(a.bytes, 1.0))) /
+                       (std::log(b.bytes) - std::log(std::max(a.bytes, 1.0)));
+      t = std::exp(std::log(a.us) + f * (std::log(b.us) - std::log(a.us)));
+    }
+    if (ranks == points_ranks) return t;
+    const double sa = log2_at_least_1(ranks) / log2_at_least_1(points_ranks);
+    const double sb = blocks(coll, ranks) / blocks(coll, points_ranks);
+    return t * std::max(sa, sb);
+  }
   double best = -1;
   for (const CostLine &l : lines) {
     if (l.gbps <= 0) continue;
@@ -137,15 +217,18 @@ double CostCurve::time_us(shaddr_coll coll, size_t bytes, int ranks) const {
   return best * std::max(a, b);
 }
 
-int CostModel::parse_line(const std::string &raw, std::string *why) {
+int CostModel::parse_line(const std::string &raw, std::string *why, const char *source) {
   std::string_view line(raw);
-  constexpr std::string_view prefix = "model.";
-  if (line.substr(0, prefix.size()) != prefix) return 1;
+  constexpr std::string_view prefix = "model.", point_prefix = "point.";
+  const bool is_point = line.substr(0, point_prefix.size()) == point_prefix;
+  if (!is_point && line.substr(0, prefix.size()) != prefix) return 1;
   line.remove_prefix(prefix.size());
   const size_t dot = line.find('.'), eq = line.find('=');
   auto bad = [&](const char *what) {
-    *why = "SHADDR_TUNING_FILE: `" + raw + "`: " + what +
-           " (expected model.<who>.<collective>=<alpha_us>/<GB/s>[@<ranks>] ... or =-)";
+    *why = std::string(source) + ": `" + raw + "`: " + what +
+           (is_point ? " (expected point.<who>.<collective>=<bytes>:<us>[@<ranks>] ... or =-)"
+                     : " (expected model.<who>.<collective>=<alpha_us>/<GB/s>[@<ranks>] ... or "
+                       "=-)");
     return -EINVAL;
   };
   if (dot == std::string_view::npos || eq == std::string_view::npos || eq < dot)
@@ -158,8 +241,17 @@ int CostModel::parse_line(const std::string &raw, std::string *why) {
     if (coll_s == kCollNames[i]) coll = static_cast<int>(i);
   if (who < 0) return bad("unknown <who>");
   if (coll < 0) return bad("unknown collective");
-  CostCurve curve{};
   std::string_view rest = line.substr(eq + 1);
+  if (is_point) {
+    curves_[who][coll].points_file = file_;
+    return parse_points(rest, &curves_[who][coll], bad);
+  }
+  CostCurve curve{};
+  if (curves_[who][coll].points_file == file_) {
+    curve.points = std::move(curves_[who][coll].points);
+    curve.points_ranks = curves_[who][coll].points_ranks;
+    curve.points_file = file_;
+  }
   if (rest == "-") {  // no curve: nothing to weigh (libshaddr runs)
     curves_[who][coll] = curve;
     return 0;
@@ -198,14 +290,82 @@ int CostModel::load(std::string *why) {
     std::copy(std::begin(s.lines), std::end(s.lines), c.lines);
     c.ref_ranks = 2;
   }
+  calibration_.clear();
+  calibration_date_.clear();
+  const std::string cal = calibration_path();
+  struct stat st {};
+  if (!cal.empty() && stat(cal.c_str(), &st) == 0) {
+    if (int err = read_file(cal, "the calibration", why)) {
+      *why += " (shaddr-model calibrate --force writes it again; SHADDR_CALIBRATION=off ignores it)";
+      return err;
+    }
+    calibration_ = cal;
+  } else if (const char *set = std::getenv("SHADDR_CALIBRATION");
+             set && *set && std::strcmp(set, "off") != 0) {
+    *why = std::string("SHADDR_CALIBRATION: ") + set + ": " + std::strerror(errno);
+    return -ENOENT;
+  }
   const char *path = std::getenv("SHADDR_TUNING_FILE");
   if (!path || !*path) return 0;
+  return read_file(path, "SHADDR_TUNING_FILE", why);
+}
+
+int CostModel::read_file(const std::string &path, const char *source, std::string *why) {
+  const bool calibration = std::strcmp(source, "the calibration") == 0;
+  file_++;
   std::ifstream in(path);
+  if (!in) {
+    *why = std::string(source) + ": cannot read " + path;
+    return -ENOENT;
+  }
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (int err = parse_line(line, why); err < 0) return err;
+    // The calibration's header names its date: `# date: <when>`.
+    if (calibration && line.rfind("# date:", 0) == 0 && calibration_date_.empty()) {
+      const size_t b = line.find_first_not_of(' ', 7);
+      calibration_date_ = b == std::string::npos ? "" : line.substr(b);
+    }
+    if (int err = parse_line(line, why, source); err < 0) return err;
   }
   return 0;
+}
+
+double CostModel::shaddr_us(shaddr_coll coll, shaddr_algo algo, BackendKind kind, bool heap,
+                            size_t bytes, int ranks, bool in_place,
+                            shaddr_fallback fallback) const {
+  const Who mine = algo_who(algo, kind, heap, source_bytes(coll, bytes, ranks));
+  double t = curve(mine, coll).time_us(coll, bytes, ranks);
+  if (t < 0) return t;
+  // An in-place partitioned Allreduce first copies its input (coll.h's in-place guarantee).
+  if (in_place && algo == SHADDR_ALGO_PARTITIONED) {
+    const double copy = curve(Who::kFifo, SHADDR_COLL_BCAST).time_us(SHADDR_COLL_BCAST, bytes, 2);
+    if (copy > 0) t += copy / 2;  // the FIFO's two copies: one copy's time
+  }
+  if (fallback == SHADDR_FALLBACK_MPICH_POSIX) {
+    const double layer = curve(Who::kPatch, coll).time_us(coll, bytes, ranks);
+    if (layer > 0) t += layer;
+  }
+  return t;
+}
+
+double CostModel::fallback_us(shaddr_fallback fallback, shaddr_coll coll, size_t bytes,
+                              int ranks) const {
+  if (fallback == SHADDR_FALLBACK_NONE) return -1;
+  return curve(fallback_who(fallback), coll).time_us(coll, bytes, ranks);
+}
+
+std::string calibration_path() {
+  const char *set = std::getenv("SHADDR_CALIBRATION");
+  if (set && *set) return std::strcmp(set, "off") == 0 ? std::string() : std::string(set);
+  std::string base;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') {
+    base = xdg;
+  } else if (const char *home = std::getenv("HOME"); home && *home) {
+    base = std::string(home) + "/.cache";
+  } else {
+    return {};
+  }
+  return base + "/shaddr/calibration/" + machine_key() + ".model";
 }
 
 uint64_t CostModel::hash() const {
@@ -220,89 +380,49 @@ uint64_t CostModel::hash() const {
         mix(&l.alpha_us, sizeof(l.alpha_us));
         mix(&l.gbps, sizeof(l.gbps));
       }
+      mix(&c.points_ranks, sizeof(c.points_ranks));
+      for (const CostPoint &p : c.points) {
+        mix(&p.bytes, sizeof(p.bytes));
+        mix(&p.us, sizeof(p.us));
+      }
     }
   return h;
 }
 
-shaddr_algo choose_algorithm(const Comm &c, shaddr_coll coll, size_t bytes,
-                             bool bcast_segmented) {
-  const Tuning &t = c.tuning();
-  const Backend &be = c.backend();
-  const int n = c.size();
-  if (coll == SHADDR_COLL_BARRIER) return n > 1 ? SHADDR_ALGO_BARRIER : SHADDR_ALGO_NONE;
-  if (n == 1 || bytes == 0) return SHADDR_ALGO_NONE;
-  // The collectives' own rules (coll_rules.h), in the order the collectives apply them.
-  switch (coll) {
-    case SHADDR_COLL_BCAST:
-      if (bcast_slot_fits(bytes, t)) return SHADDR_ALGO_SLOTS;
-      if (bcast_fifo_wins(
-              bytes, bcast_fifo_always(be.stages(), be.heap_stats() != nullptr, bcast_segmented), t))
-        return SHADDR_ALGO_FIFO;
-      if (bcast_streams_win(n, bytes, bcast_segmented, be.stages(), t)) return SHADDR_ALGO_STREAMS;
-      return SHADDR_ALGO_DIRECT;
-    case SHADDR_COLL_REDUCE:
-      if (reduce_slots_fit(bytes, t)) return SHADDR_ALGO_SLOTS;
-      return reduce_direct_wins(n, bytes, t) ? SHADDR_ALGO_ROOT : SHADDR_ALGO_PARTITIONED;
-    case SHADDR_COLL_ALLREDUCE:
-      return reduce_slots_fit(bytes, t) ? SHADDR_ALGO_SLOTS : SHADDR_ALGO_PARTITIONED;
-    case SHADDR_COLL_ALLGATHER:
-      if (gather_slots_fit(bytes, t)) return SHADDR_ALGO_SLOTS;
-      if (allgather_ring_wins(n, be.stages(), be.max_mappings(), t)) return SHADDR_ALGO_RING;
-      return SHADDR_ALGO_DIRECT;
-    case SHADDR_COLL_ALLTOALL:
-      return bytes <= SIZE_MAX / static_cast<size_t>(n) &&
-                     gather_slots_fit(bytes * static_cast<size_t>(n), t)
-                 ? SHADDR_ALGO_SLOTS
-                 : SHADDR_ALGO_DIRECT;
-    default:  // Gather, Scatter
-      return gather_slots_fit(bytes, t) ? SHADDR_ALGO_SLOTS : SHADDR_ALGO_DIRECT;
-  }
-}
-
-shaddr_selection select(const Comm &c, const shaddr_select_query &q) {
+shaddr_selection select(Comm &c, const shaddr_select_query &q) {
   shaddr_selection out{};
-  out.algo = choose_algorithm(c, q.coll, q.bytes);
+  const unsigned flags = q.in_place ? SHADDR_PLAN_IN_PLACE : 0;
+  const shaddr_plan &plan = c.plan(q.fallback);
+  const shaddr_plan_step &step = plan_step(plan, plan_table(q.coll, flags), q.bytes);
+  out.algo = step.algo;
   const bool reduction = q.coll == SHADDR_COLL_REDUCE || q.coll == SHADDR_COLL_ALLREDUCE;
   if (reduction && !q.reducible) {
     out.algo = SHADDR_ALGO_FALLBACK;
     out.why = "libshaddr cannot reduce this datatype with this op";
     return out;
   }
-  if (out.algo == SHADDR_ALGO_NONE) {
+  if (out.algo == SHADDR_ALGO_NONE && !step.use_fallback) {
     out.why = "nothing to move";
     return out;
   }
   const CostModel &m = c.model();
-  const int n = c.size();
-  const Who mine = algo_who(out.algo, c.backend().name(), source_bytes(q.coll, q.bytes, n));
-  out.shaddr_us = m.curve(mine, q.coll).time_us(q.coll, q.bytes, n);
-  // An in-place partitioned Allreduce first copies its input (coll.h's in-place guarantee).
-  if (out.shaddr_us >= 0 && q.in_place && out.algo == SHADDR_ALGO_PARTITIONED) {
-    const double copy = m.curve(Who::kFifo, SHADDR_COLL_BCAST).time_us(SHADDR_COLL_BCAST, q.bytes, 2);
-    if (copy > 0) out.shaddr_us += copy / 2;  // the FIFO's two copies: one copy's time
-  }
-  if (q.fallback == SHADDR_FALLBACK_NONE) {
-    out.why = "no fallback to weigh";
-    return out;
-  }
-  if (out.shaddr_us >= 0 && q.fallback == SHADDR_FALLBACK_MPICH_POSIX) {
-    const double layer = m.curve(Who::kPatch, q.coll).time_us(q.coll, q.bytes, n);
-    if (layer > 0) out.shaddr_us += layer;
-  }
-  out.fallback_us = m.curve(fallback_who(q.fallback), q.coll).time_us(q.coll, q.bytes, n);
-  if (out.shaddr_us < 0 || out.fallback_us < 0) {
-    // Without a measured curve on either side there is nothing to weigh: libshaddr, as before
-    // the model (it is the caller's reason to ask).
-    out.why = "no model for this case: libshaddr";
-    if (out.fallback_us < 0) out.fallback_us = 0;
-    if (out.shaddr_us < 0) out.shaddr_us = 0;
-    return out;
-  }
-  if (out.shaddr_us <= out.fallback_us) {
-    out.why = "the model says libshaddr is faster";
-  } else {
+  const Backend &be = c.backend();
+  out.shaddr_us = std::max(0.0, m.shaddr_us(q.coll, step.algo, be.kind(), be.heap_stats(),
+                                            q.bytes, c.size(), q.in_place, q.fallback));
+  out.fallback_us = std::max(0.0, m.fallback_us(q.fallback, q.coll, q.bytes, c.size()));
+  if (step.use_fallback) {
     out.algo = SHADDR_ALGO_FALLBACK;
-    out.why = "the model says the fallback is faster";
+    out.why = c.tuning().min_set[q.coll] ? "below the SHADDR_MIN setting: the fallback"
+              : q.bytes == 0            ? "nothing to move: the fallback"
+                                        : "the model says the fallback is faster";
+  } else if (q.fallback == SHADDR_FALLBACK_NONE) {
+    out.why = "no fallback to weigh";
+  } else if (c.tuning().min_set[q.coll]) {
+    out.why = "at or above the SHADDR_MIN setting: libshaddr";
+  } else if (out.shaddr_us == 0 || out.fallback_us == 0) {
+    out.why = "no model for this case: libshaddr";
+  } else {
+    out.why = "the model says libshaddr is faster";
   }
   return out;
 }
@@ -322,8 +442,15 @@ SHADDR_API int shaddr_select(const shaddr_comm_t *comm, const struct shaddr_sele
   std::memcpy(&fallback, &q->fallback, sizeof(fallback));
   if (coll < 0 || coll >= SHADDR_COLL_COUNT || fallback < 0 || fallback >= SHADDR_FALLBACK_COUNT)
     return -EINVAL;
-  *out = shaddr::select(*shaddr::from_handle(comm), *q);
+  *out = shaddr::select(*const_cast<Comm *>(shaddr::from_handle(comm)), *q);
   return 0;
+}
+
+SHADDR_API int shaddr_calibration_path(char *buf, size_t len) {
+  if (!buf && len) return -EINVAL;
+  const std::string p = shaddr::calibration_path();
+  if (p.empty() && !std::getenv("SHADDR_CALIBRATION")) return -ENOENT;
+  return std::snprintf(buf, len, "%s", p.c_str());
 }
 
 SHADDR_API const char *shaddr_algo_name(enum shaddr_algo algo) {

@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Selection (shaddr_select() in coll.h): which algorithm libshaddr runs for a call, and whether
-// the caller should run its own implementation instead, from a cost model.
-//
-// choose_algorithm() is the one place that picks libshaddr's algorithm from the settings that
-// decide it (SHADDR_BCAST_FIFO_MAX, SHADDR_SLOT_MAX, streams, ring) and the backend; the
-// collectives call it, and shaddr_select() reports it.
+// The cost model the plan (plan.h) is built from, and shaddr_select() (coll.h), which explains
+// a plan's step with the model's times.
 //
 // The model: the time of each algorithm, and of each fallback, is a curve measured at a
 // reference node size: the lower envelope of up to kMaxLines alpha-beta lines
@@ -14,19 +10,24 @@
 // holds until the tuning file carries lines measured at that size. Shipped lines were measured
 // on this project's reference machine (select.cc); `model.<who>.<coll>=` lines in
 // SHADDR_TUNING_FILE replace them (shaddr-tune writes libshaddr's, shaddr-compare --model the
-// fallbacks').
+// fallbacks'). A calibration of this machine (shaddr_calibration_path(), written by
+// `shaddr-model calibrate`) is read between the two; besides lines it holds the measured points
+// (`point.` lines), which the model interpolates between where it has them, so that the plan
+// never prefers a path measured slower at a measured size.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "backend.h"
 
 #include "shaddr/coll.h"
 
 namespace shaddr {
 
 class Comm;
-struct Tuning;
 
 // Who a curve describes: libshaddr's small paths (any backend), its single-copy algorithms per
 // backend, and the fallbacks.
@@ -58,10 +59,19 @@ struct CostLine {
 
 constexpr int kMaxLines = 4;
 
+struct CostPoint {
+  double bytes;
+  double us;
+};
+
 struct CostCurve {
   CostLine lines[kMaxLines];
-  int ref_ranks;  // node size the lines were measured at (0: no curve)
-  // Microseconds at @bytes on @ranks ranks of collective @coll (lower envelope of the lines).
+  int ref_ranks;  // node size the lines were measured at (0: no lines)
+  std::vector<CostPoint> points;  // measured, by increasing size (empty: none)
+  int points_ranks;               // node size the points were measured at
+  int points_file;                // the file they came from (CostModel::file_)
+  // Microseconds at @bytes on @ranks ranks of collective @coll: between measured points, their
+  // log-log interpolation; elsewhere the lower envelope of the lines (-1: no curve).
   double time_us(shaddr_coll coll, size_t bytes, int ranks) const;
 };
 
@@ -70,27 +80,42 @@ class CostModel {
   // The shipped curves, then the tuning file's `model.` lines over them. 0, or -EINVAL with
   // *why naming the bad line.
   int load(std::string *why);
+  // The calibration load() read (empty: none) and the date its header gives.
+  const std::string &calibration() const { return calibration_; }
+  const std::string &calibration_date() const { return calibration_date_; }
   const CostCurve &curve(Who w, shaddr_coll c) const {
     return curves_[static_cast<int>(w)][c];
   }
   // Hash of every curve: equal on every rank, or the ranks could decide differently.
   uint64_t hash() const;
-  // Parses `model.<who>.<coll>=<alpha_us>/<GB/s>[@<ranks>] ...` (one line of the tuning file,
-  // without its newline) into the model; `=-` removes the curve. 0, 1 if @line is not a model
-  // line, -EINVAL.
-  int parse_line(const std::string &line, std::string *why);
+  // Parses `model.<who>.<coll>=<alpha_us>/<GB/s>[@<ranks>] ...` or
+  // `point.<who>.<coll>=<bytes>:<us>[@<ranks>] ...` (one line of the tuning file, without its
+  // newline) into the model; `=-` removes the lines or the points. 0, 1 if @line is neither,
+  // -EINVAL with *why naming the line (@source: the file's name).
+  int parse_line(const std::string &line, std::string *why, const char *source = "SHADDR_TUNING_FILE");
+
+  // The model's time of libshaddr's @algo for @coll of @bytes on @ranks ranks over a backend of
+  // @kind (under the heap layer: @heap), where the caller's fallback is @fallback (the patched
+  // MPICH adds its own layers' cost); -1 without a curve.
+  double shaddr_us(shaddr_coll coll, shaddr_algo algo, BackendKind kind, bool heap, size_t bytes,
+                   int ranks, bool in_place, shaddr_fallback fallback) const;
+  // The model's time of @fallback; -1 without a curve (or SHADDR_FALLBACK_NONE).
+  double fallback_us(shaddr_fallback fallback, shaddr_coll coll, size_t bytes, int ranks) const;
 
  private:
+  int read_file(const std::string &path, const char *source, std::string *why);
+
   CostCurve curves_[static_cast<int>(Who::kCount)][SHADDR_COLL_COUNT]{};
+  std::string calibration_, calibration_date_;
+  // Files read so far: a `model.` line drops the points another file gave its curve (a tuning
+  // file's line is meant whole), not those of its own file.
+  int file_ = 0;
 };
 
-// The algorithm libshaddr runs for @coll of @bytes (per-rank block where the collective has
-// blocks) on @c, with the settings and backend of @c; `bcast_segmented`: shaddr_bcast_segmented.
-// Never SHADDR_ALGO_FALLBACK.
-shaddr_algo choose_algorithm(const Comm &c, shaddr_coll coll, size_t bytes,
-                             bool bcast_segmented = false);
+// shaddr_calibration_path() (coll.h); empty when none can be formed or SHADDR_CALIBRATION=off.
+std::string calibration_path();
 
-// shaddr_select() for a checked query.
-shaddr_selection select(const Comm &c, const shaddr_select_query &q);
+// shaddr_select() for a checked query: the plan's step, explained by the model.
+shaddr_selection select(Comm &c, const shaddr_select_query &q);
 
 }  // namespace shaddr

@@ -54,6 +54,33 @@ constexpr SettingDef kSettings[] = {
           "(\"Selection\"; agreed on the node). `build/tools/shaddr-tune -n RANKS [--model] -o "
           "FILE` writes one from this machine's measurements, `tools/shaddr-model measure` "
           "the whole model"),
+    typed("SHADDR_CALIBRATION", T::kText, L::kLibrary, kRank, kEnvOnly, 0, 0, "",
+          "`~/.cache/shaddr/calibration/<machine>.model`",
+          "this machine's calibration (`model.` and `point.` lines, written by "
+          "`tools/shaddr-model calibrate`), read over the shipped cost model and under "
+          "`SHADDR_TUNING_FILE`; `off`: none. Every rank must read the same one"),
+    typed("SHADDR_MIN", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "", "— (the plan)",
+          "sets every `SHADDR_MIN_<COLL>` at once (`0`: every non-empty call through libshaddr, "
+          "as the MPI tests run)"),
+    typed("SHADDR_MIN_BCAST", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "— (the plan)",
+          "set, Bcasts of fewer bytes run in the caller's MPI (interposer, patched MPICH) and "
+          "the others in libshaddr; unset, the cost model decides per size (the plan, "
+          "`docs/selection.md`)"),
+    typed("SHADDR_MIN_REDUCE", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "— (the plan)", "the same for Reduce"),
+    typed("SHADDR_MIN_ALLREDUCE", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "— (the plan)", "the same for Allreduce"),
+    typed("SHADDR_MIN_GATHER", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "— (the plan)", "the same for Gather (bytes of one rank's block)"),
+    typed("SHADDR_MIN_SCATTER", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "— (the plan)", "the same for Scatter (bytes of one rank's block)"),
+    typed("SHADDR_MIN_ALLGATHER", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "— (the plan)",
+          "the same for Allgather and Allgatherv (bytes of one rank's block; Allgatherv: the "
+          "blocks' mean)"),
+    typed("SHADDR_MIN_ALLTOALL", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
+          "— (the plan)", "the same for Alltoall (bytes of one rank's block)"),
     typed("SHADDR_CHUNK", T::kSize, L::kLibrary, kEqual, kTunable, 4 * kKi, kGi, "", "L2 / 2",
           "copy unit of pipelined transfers (seed 001's cache-aware segment)"),
     typed("SHADDR_REDUCE_UNIT", T::kSize, L::kLibrary, kEqual, kTunable, 256, 64 * kMi, "",
@@ -131,30 +158,6 @@ constexpr SettingDef kSettings[] = {
           "of `barrier`, `bcast`, `reduce`, `allreduce`, `gather`, `scatter`, `allgather`, "
           "`allgatherv`, `alltoall` (or `all`); e.g. `barrier` for a program whose barriers "
           "must be MPI's own. An unknown name turns the interposer off"),
-    typed("SHADDR_INTERPOSE_MIN", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
-          "— (the selection)",
-          "interposer: sets every `SHADDR_INTERPOSE_MIN_<CALL>` at once (`0`: every non-empty "
-          "call through libshaddr, as the MPI tests run)"),
-    typed("SHADDR_INTERPOSE_MIN_BCAST", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
-          "— (the selection)",
-          "interposer: set, Bcasts of fewer bytes go to `PMPI_*` and the others to libshaddr; "
-          "unset, `shaddr_select`'s cost model decides per size (see \"Selection\")"),
-    typed("SHADDR_INTERPOSE_MIN_REDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Reduce"),
-    typed("SHADDR_INTERPOSE_MIN_ALLREDUCE", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Allreduce"),
-    typed("SHADDR_INTERPOSE_MIN_GATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Gather (bytes per rank's block)"),
-    typed("SHADDR_INTERPOSE_MIN_SCATTER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Scatter (bytes per rank's block)"),
-    typed("SHADDR_INTERPOSE_MIN_ALLGATHER", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Allgather (bytes per rank's block)"),
-    typed("SHADDR_INTERPOSE_MIN_ALLGATHERV", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0,
-          kMax, "", "— (the selection)",
-          "the same for Allgatherv (bytes in all); Gatherv, Scatterv and Alltoallv have none "
-          "(not every rank knows the sizes)"),
-    typed("SHADDR_INTERPOSE_MIN_ALLTOALL", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax,
-          "", "— (the selection)", "the same for Alltoall (bytes per rank's block)"),
     typed("SHADDR_INTERPOSE_SEGMENT", T::kSize, L::kInterposer, kEqual, kEnvOnly, 4 * kKi, kGi,
           "", "`256K`",
           "interposer: piece size of the leaders' pipelined Bcast across nodes (at most 1024 "

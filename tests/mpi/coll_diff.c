@@ -41,12 +41,12 @@ static int (*g_stats_fn)(struct shaddr_interpose_stats *);
 static const char *g_comm_name = "";
 static int g_comm_checked;  /* path expectations apply (world and its dup) */
 static int g_allow_fallbacks; /* SHADDR_INTERPOSE_FAIL_EVERY is set: fallbacks are the point */
-static size_t g_min;          /* SHADDR_INTERPOSE_MIN: smaller calls are forwarded */
-static int g_min_per_block;   /* COLL_DIFF_EXPECT_MIN: g_min is where libshaddr's selection
-				 starts taking calls (a test model); Allgatherv's is per block */
+static size_t g_min;          /* SHADDR_MIN: smaller calls are forwarded */
+/* COLL_DIFF_EXPECT_MIN replaces g_min: where libshaddr's plan starts taking calls (a test
+ * model). Allgatherv's size is one block's either way. */
 
 /* Whether a call of @bytes (what the interposer compares with its threshold) is large enough
- * to be taken: not empty and not below SHADDR_INTERPOSE_MIN. */
+ * to be taken: not empty and not below SHADDR_MIN. */
 static int sized(size_t bytes) {
 	return bytes > 0 && bytes >= g_min;
 }
@@ -493,10 +493,9 @@ static void t_allgatherv(MPI_Comm comm, int rank, int size, size_t bytes, int in
 		memcpy(ra + dsp[rank], s, cnt[rank]), memcpy(rb + dsp[rank], s, cnt[rank]);
 	path_begin();
 	MPI_Allgatherv(in_place ? MPI_IN_PLACE : s, cnt[rank], MPI_BYTE, ra, cnt, dsp, MPI_BYTE, comm);
-	/* data, no gaps; the model weighs one (average) block */
-	path_end(SHADDR_IP_ALLGATHERV, what, 0,
-		 g_min_per_block ? tot > 5 * (size_t)size && (tot - 5 * (size_t)size) / size >= g_min
-				 : sized(tot - 5 * (size_t)size));
+	/* data, no gaps; the plan (and SHADDR_MIN_ALLGATHER) weighs one (average) block */
+	const size_t data = tot - 5 * (size_t)size, block = data / size ? data / size : 1;
+	path_end(SHADDR_IP_ALLGATHERV, what, 0, data > 0 && block >= g_min);
 	PMPI_Allgatherv(in_place ? MPI_IN_PLACE : s, cnt[rank], MPI_BYTE, rb, cnt, dsp, MPI_BYTE,
 			comm);
 	same(ra, rb, tot, what);
@@ -682,12 +681,11 @@ int main(int argc, char **argv) {
 	g_allow_fallbacks = getenv("SHADDR_INTERPOSE_FAIL_EVERY") != NULL;
 	if (getenv("SHADDR_EXPECT"))
 		g_expect = getenv("SHADDR_EXPECT");
-	if (getenv("SHADDR_INTERPOSE_MIN"))
-		g_min = strtoull(getenv("SHADDR_INTERPOSE_MIN"), NULL, 0);
+	if (getenv("SHADDR_MIN"))
+		g_min = strtoull(getenv("SHADDR_MIN"), NULL, 0);
 	/* A tuning file's cost model that makes the selection take calls from this many bytes */
 	if (getenv("COLL_DIFF_EXPECT_MIN")) {
 		g_min = strtoull(getenv("COLL_DIFF_EXPECT_MIN"), NULL, 0);
-		g_min_per_block = 1;
 	}
 	*(void **)&g_stats_fn = dlsym(RTLD_DEFAULT, "shaddr_interpose_get_stats");
 

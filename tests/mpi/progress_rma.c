@@ -10,7 +10,7 @@
  *
  * Every collective kind the interposer sends to libshaddr, each checked (the counters must
  * show the call accelerated, the window the data put). Run under shaddr-run with
- * SHADDR_INTERPOSE_MIN=0.
+ * SHADDR_MIN=0.
  */
 #include <dlfcn.h>
 #include <mpi.h>

@@ -83,8 +83,12 @@ struct TuningFile {
   ~TuningFile() { unlink(path.c_str()); }
 };
 
-// Runs fn on 2 forked ranks over shm with SHADDR_TUNING_FILE = path.
+// Runs fn on 2 forked ranks over shm with SHADDR_TUNING_FILE = path (removed again after: rank
+// 0 is this process).
 int with_model(const std::string &path, const std::function<int(shaddr_comm_t *, int)> &fn) {
+  struct Unset {
+    ~Unset() { unsetenv("SHADDR_TUNING_FILE"); }
+  } unset;
   return run_forked(2, [&](const shaddr_host &h) {
     setenv("SHADDR_BACKEND", "shm", 1);
     setenv("SHADDR_TUNING_FILE", path.c_str(), 1);
@@ -228,6 +232,7 @@ TEST(Select, ModelMismatchIsRefusedOnEveryRank) {
                 shaddr_comm_t *c = nullptr;
                 const int err = shaddr_comm_create(&h, &c);
                 const std::string why = shaddr_last_error();
+                unsetenv("SHADDR_TUNING_FILE");
                 if (err != -EINVAL) return 1;
                 if (why.find("model") == std::string::npos) return 2;
                 return 0;

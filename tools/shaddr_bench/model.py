@@ -192,7 +192,7 @@ def run_jobs(args, prior_best=0.0):
     mpiexec = {"mpich": ["mpiexec.mpich"], "openmpi": ["mpiexec.openmpi", *OMPI]}
     # libshaddr's side, measured as the fallbacks are (shaddr-bench, its start line between
     # calls), through the interposer on Debian's MPICH with every size taken
-    # (SHADDR_INTERPOSE_MIN=0) and one path forced at a time, at the sizes that path serves:
+    # (SHADDR_MIN=0) and one path forced at a time, at the sizes that path serves:
     # who, environment, sizes, collectives.
     five = "bcast,reduce,allreduce,allgather,alltoall"
     cma = {"SHADDR_BACKEND": "cma", "SHADDR_HEAP": "off"}
@@ -232,7 +232,7 @@ def run_jobs(args, prior_best=0.0):
     for who, env, sizes, colls in libs:
         wrap = [] if who == "patch" else [run]  # the patched MPICH calls libshaddr itself
         jobs.append((f"lib:{who}", lambda env=env, sizes=sizes, colls=colls, wrap=wrap: bench_once(
-            "mpich", mpiexec["mpich"], dict(env, SHADDR_INTERPOSE_MIN="0"), args.ranks, build,
+            "mpich", mpiexec["mpich"], dict(env, SHADDR_MIN="0"), args.ranks, build,
             sizes, colls, wrap=wrap), libdocs[who]))
     for name, env, wrap in tunes:
         jobs.append((f"tune:{name}", lambda env=env, wrap=wrap: tune_once(

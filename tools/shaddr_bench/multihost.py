@@ -5,7 +5,7 @@ On tools/shaddr-hosts' test hosts (network namespaces on a bridge, links shaped 
 token bucket to --rate in both directions), per MPI (Debian's MPICH and Open MPI):
 
   stock    shaddr-bench on HOSTS x PER ranks, MPI's own collectives
-  shaddr   the same under build/tools/shaddr-run (SHADDR_INTERPOSE_MIN=0: every call through
+  shaddr   the same under build/tools/shaddr-run (SHADDR_MIN=0: every call through
            the node/leader hierarchy, so that it is measured at every size)
 
 and the parameters of the model, measured in the same run: the network's alpha/beta (stock
@@ -69,7 +69,7 @@ def run(args, mpi, hosts, per, label, bench_args, interposer, out_dir):
     env.pop("SHADDR_NODES", None)
     extra = {"UCX_TLS": "tcp,self,sm", "UCX_NET_DEVICES": "veth0"} if mpi == "mpich" else {}
     if interposer:
-        extra["SHADDR_INTERPOSE_MIN"] = "0"
+        extra["SHADDR_MIN"] = "0"
     env.update(extra)
     bench = os.path.join(args.build, "tools", f"shaddr-bench-{mpi}")
     prog = ([os.path.join(args.build, "tools", "shaddr-run")] if interposer else []) + \
@@ -198,7 +198,7 @@ def report(res, args, out_dir):
         f"link; **no delay added**: this kernel has no `netem` (not built in, modules cannot be "
         f"loaded), so the one-way latency is the veth's and TCP's own (the network α below). "
         f"`shaddr-bench --iters {args.iters}`, sizes {args.sizes}; `shaddr` = "
-        f"`build/tools/shaddr-run` with `SHADDR_INTERPOSE_MIN=0` (the hierarchy at every size). "
+        f"`build/tools/shaddr-run` with `SHADDR_MIN=0` (the hierarchy at every size). "
         f"Measured {res['date']} on {res['machine']} (other jobs ran at the same time: "
         f"load average {res['load']} at the start).")
     lines.append("")

@@ -127,7 +127,8 @@ enum shaddr_algo {
  * @heap_bytes: bytes of @heap_transfers
  * @heap_exposures: this rank's buffers exposed from its own heap (nothing pinned or staged)
  * @heap_peers: peers whose heap this rank maps (0: the heap layer is off)
- * @runs: of @calls, per collective the algorithm that ran (its plan's step, shaddr_plan)
+ * @runs: of @calls that moved data, per collective the algorithm that ran (the plan's step,
+ *        shaddr_plan; the v-variants other than Allgatherv always run "direct")
  */
 struct shaddr_comm_stats {
 	uint64_t calls[SHADDR_COLL_COUNT];

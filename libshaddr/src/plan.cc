@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: MIT
+// The plan: building it from the collectives' rules (coll_rules.h), the user's SHADDR_MIN
+// settings and the cost model (select.h), looking a call up in it, and its C entry points.
+#include "plan.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "coll_rules.h"
+#include "comm.h"
+#include "error.h"
+#include "select.h"
+#include "settings.h"
+
+namespace shaddr {
+namespace {
+
+shaddr_coll table_coll(int table) {
+  if (table == SHADDR_PLAN_ALLREDUCE_IN_PLACE) return SHADDR_COLL_ALLREDUCE;
+  if (table == SHADDR_PLAN_BCAST_SEGMENTED) return SHADDR_COLL_BCAST;
+  return static_cast<shaddr_coll>(table);
+}
+
+// The collectives' rules, in the order they apply them: libshaddr's algorithm for a call of
+// @bytes (one rank's block where the collective has blocks) in table @table.
+shaddr_algo rule_algorithm(const Comm &c, int table, size_t bytes) {
+  const Tuning &t = c.tuning();
+  const Backend &be = c.backend();
+  const int n = c.size();
+  const shaddr_coll coll = table_coll(table);
+  if (coll == SHADDR_COLL_BARRIER) return n > 1 ? SHADDR_ALGO_BARRIER : SHADDR_ALGO_NONE;
+  if (n == 1 || bytes == 0) return SHADDR_ALGO_NONE;
+  // A block of every rank in one slot: Scatter's root and every Alltoall rank publish n blocks.
+  const auto n_blocks_fit = [&] {
+    return bytes <= SIZE_MAX / static_cast<size_t>(n) &&
+           gather_slots_fit(bytes * static_cast<size_t>(n), t);
+  };
+  switch (coll) {
+    case SHADDR_COLL_BCAST: {
+      const bool segmented = table == SHADDR_PLAN_BCAST_SEGMENTED;
+      if (bcast_slot_fits(bytes, t)) return SHADDR_ALGO_SLOTS;
+      if (bcast_fifo_wins(bytes,
+                          bcast_fifo_always(be.stages(), be.heap_stats() != nullptr, segmented), t))
+        return SHADDR_ALGO_FIFO;
+      if (bcast_streams_win(n, bytes, segmented, be.stages(), t)) return SHADDR_ALGO_STREAMS;
+      return SHADDR_ALGO_DIRECT;
+    }
+    case SHADDR_COLL_REDUCE:
+      if (reduce_slots_fit(bytes, t)) return SHADDR_ALGO_SLOTS;
+      return reduce_direct_wins(n, bytes, t) ? SHADDR_ALGO_ROOT : SHADDR_ALGO_PARTITIONED;
+    case SHADDR_COLL_ALLREDUCE:
+      return reduce_slots_fit(bytes, t) ? SHADDR_ALGO_SLOTS : SHADDR_ALGO_PARTITIONED;
+    case SHADDR_COLL_ALLGATHER:
+      if (gather_slots_fit(bytes, t)) return SHADDR_ALGO_SLOTS;
+      if (allgather_ring_wins(n, be.stages(), be.max_mappings(), t)) return SHADDR_ALGO_RING;
+      return SHADDR_ALGO_DIRECT;
+    case SHADDR_COLL_GATHER:
+      return gather_slots_fit(bytes, t) ? SHADDR_ALGO_SLOTS : SHADDR_ALGO_DIRECT;
+    default:  // Scatter, Alltoall
+      return n_blocks_fit() ? SHADDR_ALGO_SLOTS : SHADDR_ALGO_DIRECT;
+  }
+}
+
+struct Decision {
+  shaddr_algo algo;
+  bool use_fallback;
+  bool operator==(const Decision &o) const {
+    return algo == o.algo && use_fallback == o.use_fallback;
+  }
+};
+
+class Builder {
+ public:
+  Builder(const Comm &c, shaddr_fallback fallback) : c_(c), fallback_(fallback) {}
+
+  Decision decide(int table, size_t bytes) const {
+    const shaddr_coll coll = table_coll(table);
+    Decision d{rule_algorithm(c_, table, bytes), false};
+    if (fallback_ == SHADDR_FALLBACK_NONE) return d;
+    // Nothing to move: the caller's own collective does what MPI asks of an empty call.
+    if (bytes == 0 && coll != SHADDR_COLL_BARRIER) {
+      d.use_fallback = true;
+      return d;
+    }
+    if (d.algo == SHADDR_ALGO_NONE) return d;  // one rank: nothing to weigh
+    const Tuning &t = c_.tuning();
+    if (t.min_set[coll]) {
+      d.use_fallback = bytes < t.min_bytes[coll];
+      return d;
+    }
+    const double mine = time_us(table, d.algo, bytes), theirs = fallback_time(coll, bytes);
+    d.use_fallback = mine >= 0 && theirs >= 0 && mine > theirs;
+    return d;
+  }
+
+  double time_us(int table, shaddr_algo algo, size_t bytes) const {
+    const Backend &be = c_.backend();
+    return c_.model().shaddr_us(table_coll(table), algo, be.kind(), be.heap_stats() != nullptr,
+                                bytes, c_.size(), table == SHADDR_PLAN_ALLREDUCE_IN_PLACE,
+                                fallback_);
+  }
+  double fallback_time(shaddr_coll coll, size_t bytes) const {
+    return c_.model().fallback_us(fallback_, coll, bytes, c_.size());
+  }
+
+  // The sizes every change of decision is looked for between: the ends of each power-of-two
+  // class cut in eighths, every size a rule or a setting turns at (and the next one), and the
+  // sizes the model has measured points at.
+  std::vector<size_t> samples(int table) const {
+    std::vector<size_t> v = {0, 1};
+    for (int k = 0; k < 64; k++) {
+      const size_t lo = size_t{1} << k;
+      for (int j = 0; j < 8; j++) {
+        const size_t step = k >= 3 ? (lo >> 3) * j : 0;
+        v.push_back(lo + step);
+      }
+      v.push_back(k == 63 ? SIZE_MAX : (lo << 1) - 1);
+    }
+    const Tuning &t = c_.tuning();
+    const size_t n = static_cast<size_t>(c_.size());
+    for (size_t x : {t.slot_max, t.slot_max / std::max<size_t>(n, 1), t.bcast_fifo_max,
+                     t.bcast_streams_min, kReduceDirectMax,
+                     t.min_bytes[table_coll(table)]}) {
+      v.push_back(x);
+      if (x < SIZE_MAX) v.push_back(x + 1);
+      if (x > 0) v.push_back(x - 1);
+    }
+    const shaddr_coll coll = table_coll(table);
+    for (int w = 0; w < static_cast<int>(Who::kCount); w++)
+      for (const CostPoint &p : c_.model().curve(static_cast<Who>(w), coll).points)
+        if (p.bytes < 1.8e19) v.push_back(static_cast<size_t>(p.bytes));
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }
+
+  // Fills @out with the steps of @table. False if they do not fit SHADDR_PLAN_MAX_STEPS.
+  bool build(int table, shaddr_plan_table *out) const {
+    const std::vector<size_t> at = samples(table);
+    out->nsteps = 0;
+    size_t start = 0;
+    Decision cur = decide(table, 0);
+    auto close = [&](size_t upto) {
+      if (out->nsteps == SHADDR_PLAN_MAX_STEPS) return false;
+      shaddr_plan_step &s = out->steps[out->nsteps++];
+      s.upto = upto;
+      s.algo = cur.algo;
+      s.use_fallback = cur.use_fallback;
+      const shaddr_coll coll = table_coll(table);
+      const double mine = cur.algo == SHADDR_ALGO_NONE ? -1 : time_us(table, cur.algo, start);
+      const double theirs = fallback_time(coll, start);
+      s.shaddr_us = mine > 0 ? mine : 0;
+      s.fallback_us = theirs > 0 ? theirs : 0;
+      return true;
+    };
+    for (size_t i = 1; i < at.size(); i++) {
+      // Every change between the previous sample and this one, each found by bisection.
+      while (!(decide(table, at[i]) == cur)) {
+        size_t same = std::max(start, at[i - 1]), other = at[i];
+        while (other - same > 1) {
+          const size_t mid = same + (other - same) / 2;
+          (decide(table, mid) == cur ? same : other) = mid;
+        }
+        if (!close(other - 1)) return false;
+        start = other;
+        cur = decide(table, other);
+      }
+    }
+    return close(SIZE_MAX);
+  }
+
+ private:
+  const Comm &c_;
+  shaddr_fallback fallback_;
+};
+
+uint64_t digest(const shaddr_plan &p) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  mix(static_cast<uint64_t>(p.fallback));
+  mix(static_cast<uint64_t>(p.ranks));
+  for (const shaddr_plan_table &t : p.tables) {
+    mix(static_cast<uint64_t>(t.nsteps));
+    for (int i = 0; i < t.nsteps; i++) {
+      mix(t.steps[i].upto);
+      mix(static_cast<uint64_t>(t.steps[i].algo) << 1 | (t.steps[i].use_fallback ? 1 : 0));
+    }
+  }
+  return h;
+}
+
+const char *table_name(int table) {
+  if (table == SHADDR_PLAN_ALLREDUCE_IN_PLACE) return "allreduce in place";
+  if (table == SHADDR_PLAN_BCAST_SEGMENTED) return "bcast segmented";
+  return coll_name(static_cast<shaddr_coll>(table));
+}
+
+std::string size_text(size_t b) {
+  static const char *const units[] = {"", "K", "M", "G", "T", "P", "E"};
+  int u = 0;
+  while (u < 6 && b % 1024 == 0 && b >= 1024) b /= 1024, u++;
+  return std::to_string(b) + units[u];
+}
+
+}  // namespace
+
+void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
+  std::memset(out, 0, sizeof(*out));
+  out->fallback = fallback;
+  out->calibrated = !c.model().calibration().empty();
+  const Builder b(c, fallback);
+  for (int t = 0; t < SHADDR_PLAN_TABLES; t++) {
+    if (b.build(t, &out->tables[t])) continue;
+    // More turns than a table holds: no plan (the caller says so and runs its own collective).
+    if (verbose())
+      std::fprintf(stderr, "shaddr: the plan's %s table needs more than %d steps\n",
+                   table_name(t), SHADDR_PLAN_MAX_STEPS);
+    std::memset(out, 0, sizeof(*out));
+    return;
+  }
+  out->ranks = c.size();
+  out->digest = digest(*out);
+}
+
+int plan_table(shaddr_coll coll, unsigned flags) {
+  if (coll == SHADDR_COLL_ALLREDUCE && (flags & SHADDR_PLAN_IN_PLACE))
+    return SHADDR_PLAN_ALLREDUCE_IN_PLACE;
+  if (coll == SHADDR_COLL_BCAST && (flags & SHADDR_PLAN_SEGMENTED))
+    return SHADDR_PLAN_BCAST_SEGMENTED;
+  return coll;
+}
+
+const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes) {
+  const shaddr_plan_table &t = p.tables[table];
+  int i = 0;
+  while (i < t.nsteps - 1 && t.steps[i].upto < bytes) i++;
+  return t.steps[i];
+}
+
+const shaddr_plan &Comm::plan(shaddr_fallback fallback) {
+  std::lock_guard<std::mutex> hold(plans_lock_);
+  std::unique_ptr<shaddr_plan> &p = plans_[fallback];
+  if (!p) {
+    p.reset(new (std::nothrow) shaddr_plan);
+    if (!p) {
+      static const shaddr_plan kNone{};  // ranks 0: no plan
+      return kNone;
+    }
+    build_plan(*this, fallback, p.get());
+  }
+  return *p;
+}
+
+const shaddr_plan_step &Comm::step(shaddr_coll coll, size_t bytes, unsigned flags) const {
+  // plans_[SHADDR_FALLBACK_NONE] was built by create(), before any collective could run.
+  return plan_step(*plans_[SHADDR_FALLBACK_NONE], plan_table(coll, flags), bytes);
+}
+
+}  // namespace shaddr
+
+extern "C" {
+
+SHADDR_API const struct shaddr_plan *shaddr_comm_plan(shaddr_comm_t *comm,
+                                                      enum shaddr_fallback fallback) {
+  int f;
+  std::memcpy(&f, &fallback, sizeof(f));
+  if (!comm || f < 0 || f >= SHADDR_FALLBACK_COUNT) return nullptr;
+  const shaddr_plan &p = shaddr::from_handle(comm)->plan(fallback);
+  return p.ranks ? &p : nullptr;
+}
+
+SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr_plan *plan,
+                                                             enum shaddr_coll coll, size_t bytes,
+                                                             unsigned int flags) {
+  int c;
+  std::memcpy(&c, &coll, sizeof(c));
+  if (!plan || !plan->ranks || c < 0 || c >= SHADDR_COLL_COUNT) return nullptr;
+  return &shaddr::plan_step(*plan, shaddr::plan_table(coll, flags), bytes);
+}
+
+SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len) {
+  if (!plan || (!buf && len)) return -EINVAL;
+  std::string out;
+  for (int t = 0; t < SHADDR_PLAN_TABLES; t++) {
+    const shaddr_plan_table &tab = plan->tables[t];
+    out += std::string(shaddr::table_name(t)) + ":";
+    size_t from = 0;
+    for (int i = 0; i < tab.nsteps; i++) {
+      const shaddr_plan_step &s = tab.steps[i];
+      out += std::string(i ? ", " : " ") + shaddr::size_text(from) + "-" +
+             (s.upto == SIZE_MAX ? "" : shaddr::size_text(s.upto)) + " " +
+             (s.use_fallback ? "mpi" : shaddr_algo_name(s.algo));
+      from = s.upto + 1;
+    }
+    out += "\n";
+  }
+  return std::snprintf(buf, len, "%s", out.c_str());
+}
+
+}  // extern "C"

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+// The plan (struct shaddr_plan in coll.h): per collective, sorted size ranges, each naming the
+// algorithm libshaddr runs there and whether the caller's own collective runs instead. The only
+// policy: built once per node communicator and fallback from what every rank agreed when the
+// communicator was made (the settings, the backend, the cost model), so it is identical on
+// every rank; libshaddr's collectives run the step's algorithm, callers with a fallback look
+// the step up once per call.
+#pragma once
+
+#include <cstddef>
+
+#include "shaddr/coll.h"
+
+namespace shaddr {
+
+class Comm;
+
+// The plan of @c against @fallback (SHADDR_FALLBACK_NONE: libshaddr at every size).
+void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out);
+
+// The table of @coll for a call with shaddr_plan_lookup() @flags.
+int plan_table(shaddr_coll coll, unsigned flags);
+
+// The step of table @table for @bytes.
+const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes);
+
+}  // namespace shaddr
