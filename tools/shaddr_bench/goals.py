@@ -92,6 +92,11 @@ def goals(res, limit, n, where, side=is_default):
     return md
 
 
+# Below this lowest ping-pong ratio the run cannot judge "never slower": its two runs of the
+# same code were more than 2x apart somewhere (a machine busy with other work).
+JUDGEABLE_FLOOR = 0.5
+
+
 def noise_floor(pingpong_ratios):
     """The lowest shaddr-off / default time ratio this run's noise explains: the lowest ratio of
     the ping-pong, whose code is the same on both sides (1.0 without a ping-pong, or when it
@@ -130,24 +135,33 @@ def against_shaddr_off(res, where):
         slower = [k for k in keys if mine[k] > base[k]]
         losses = [k for k in slower if ratio[k] < floor]
         noise = (f"{pp[len(pp) // 2]:.2f} ({pp[0]:.2f}-{pp[-1]:.2f})" if pp else "—")
-        verdict = "met" if keys and not losses else "NOT met" if keys else "not judged"
+        too_noisy = floor < JUDGEABLE_FLOOR
+        if too_noisy:
+            # The points slower than the default at all, for the record; no verdict.
+            losses = slower
+        verdict = ("not judged" if too_noisy or not keys else "NOT met" if losses else "met")
         verdicts.append(verdict)
+        listed = ", ".join(f"{c} {fmt_size(s) if c != 'barrier' else ''}: {ratio[(c, s)]:.2f}"
+                           for c, s in losses[:12]) + (" ..." if len(losses) > 12 else "")
+        if too_noisy:
+            listed = (f"too noisy to judge (the ping-pong down to {floor:.2f}); slower at all: "
+                      + (listed or "—"))
         rows.append([d, off, str(len(keys)), str(len(keys) - len(slower)),
-                     str(len(keys) - len(losses)),
-                     ", ".join(f"{c} {fmt_size(s) if c != 'barrier' else ''}: {ratio[(c, s)]:.2f}"
-                               for c, s in losses[:12]) + (" ..." if len(losses) > 12 else "")
-                     or "—", noise, verdict])
+                     "—" if too_noisy else str(len(keys) - len(losses)), listed or "—", noise,
+                     verdict])
     if not rows:
         return []
-    overall = ("NOT met" if "NOT met" in verdicts else "met" if set(verdicts) == {"met"} else
-               "met where judged; not judged for " +
-               ", ".join(r[0] for r in rows if r[-1] == "not judged"))
+    unjudged = [r[0] for r in rows if r[-1] == "not judged"]
+    overall = ("NOT met" if "NOT met" in verdicts else "met" if not unjudged else
+               "not judged" if len(unjudged) == len(rows) else
+               "met where judged; not judged for " + ", ".join(unjudged))
     return [f"**Never slower than the same MPI with shaddr off** ({where}): {overall}. "
             "Judged within this run's noise: a point loses when shaddr-off time / default time "
             "falls below the lowest the ping-pong reached, whose code neither default changes "
             "(last but one column: median, and range over its sizes); \"as fast\" counts the "
             "points not slower at all. A loss lists that ratio (below 1: the default is "
-            "slower).\n",
+            f"slower). A run whose ping-pong went below {JUDGEABLE_FLOOR} (the same code more "
+            "than 2x apart) judges nothing.\n",
             md_table(["default contender", "same MPI, shaddr off", "points", "as fast",
                       "within noise", "slower beyond the noise at", "ping-pong, same code",
                       "verdict"], rows), ""]

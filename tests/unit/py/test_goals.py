@@ -157,6 +157,17 @@ def test_slower_within_the_pingpongs_noise_is_met():
     assert table(md, "**Never slower")[0][5] == "allreduce 64 KiB: 0.95"
 
 
+def test_a_run_too_noisy_to_tell_judges_nothing():
+    def auto(c, s):
+        return noisy(2.5)(c, s) * (1.3 if (c, s) == ("bcast", 65536) else 1.0)
+    md = goals.against_shaddr_off(res(**{"mpich-patched-off": stock, "mpich-patched-auto": auto}),
+                                  "host")
+    assert md[0].startswith("**Never slower than the same MPI with shaddr off** (host): not judged.")
+    row = table(md, "**Never slower")[0]
+    assert row[4] == "—" and row[-1] == "not judged"
+    assert row[5] == "too noisy to judge (the ping-pong down to 0.40); slower at all: bcast 64 KiB: 0.77"
+
+
 def test_a_default_that_did_not_run_is_not_judged():
     r = res(mpich=stock, **{"interposer-mpich": stock, "mpich-patched-off": stock,
                             "mpich-patched-auto": stock})
