@@ -388,8 +388,11 @@ def machine_key(build):
     """The machine key: the file name libshaddr gives this machine's calibration when
     $SHADDR_CALIBRATION does not name one."""
     env = {k: v for k, v in os.environ.items() if k != "SHADDR_CALIBRATION"}
-    path = info_calibration_path(build, env)
-    return os.path.basename(path).removesuffix(".model") if path else "?"
+    try:
+        path = info_calibration_path(build, env)
+    except SystemExit:  # no default path (no $HOME): no key either
+        return "unknown"
+    return os.path.basename(path).removesuffix(".model") if path else "unknown"
 
 
 def file_id(path):

@@ -207,6 +207,7 @@ def test_no_path_from_shaddr_info_is_an_error(tmp_path):
     build = fake_info(tmp_path, "echo 'unknown option' >&2; exit 2\n")
     with pytest.raises(SystemExit, match="--calibration-path failed"):
         model.info_calibration_path(build)
+    assert model.machine_key(build) == "unknown"
 
 
 def test_the_patched_mpich_is_named_by_its_build_key(tmp_path):
