@@ -46,9 +46,9 @@ size_t shaddr_je_sallocx(const void *p, int flags);
 int shaddr_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 // Options of this private jemalloc:
 //  - thread caches up to 64 KiB: without them every allocation of 16 KiB or more (a "large"
-//    one to jemalloc) takes the arena's extent path, about 0.4 us per malloc+free pair against
-//    0.05-0.1 us with them (glibc: 0.02-0.04). Everything this jemalloc allocates comes from the
-//    heap's arena, so a cached block is always heap memory;
+//    one to jemalloc) takes the arena's extent path, several times slower (docs/defaults.md).
+//    Everything this jemalloc allocates comes from the heap's arena, so a cached block is
+//    always heap memory;
 //  - a single automatic arena (only the heap's explicit arena is ever used);
 //  - extents retained and reused, dirty pages purged (hole-punched) about a second after they
 //    were freed, no lazy (muzzy) stage: MADV_FREE means nothing to a shared file mapping.
@@ -195,8 +195,8 @@ std::size_t default_max() {
 }
 
 // The one place the heap reads its settings: SHADDR_HEAP, SHADDR_HEAP_MIN, SHADDR_HEAP_MAX,
-// SHADDR_VERBOSE. They are declared in libshaddr's settings registry (settings_table.cc: the
-// README's table, shaddr-info --settings) and parsed here by the registry's grammar
+// SHADDR_VERBOSE. They are declared in libshaddr's settings registry (settings_table.cc:
+// docs/settings.md's table, shaddr-info --settings) and parsed here by the registry's grammar
 // (detail::parse_*_setting below), because this runs inside the first malloc, where the
 // registry's reader, which allocates, cannot.
 Config config_from_env() {
@@ -331,8 +331,8 @@ bool copy_heap(int src, int dst_fd, char *dst_mem, std::size_t len) {
     for (off_t in = data; in < hole;) {
       ssize_t n;
       if (dst_fd >= 0) {
-        // sendfile: twice as fast as copy_file_range or a memcpy between mappings here
-        // (1 GiB: 0.55 s, 2-2.9 s, 0.9 s).
+        // sendfile: faster than copy_file_range or a memcpy between mappings
+        // (docs/defaults.md).
         n = sendfile(dst_fd, src, &in, (std::size_t)(hole - in));
         if (n < 0 && errno != EINTR) {  // no in-kernel copy: through a buffer
           char buf[64 * 1024];

@@ -34,18 +34,16 @@
 //   default is at most a quarter of it, so that the reservation leaves the program its room.
 //
 // Settings (read once, at load; see config_from_env() in heap.cc). Declared in libshaddr's
-// settings registry (libshaddr/src/settings_table.cc, README's table) and parsed by its grammar.
+// settings registry (libshaddr/src/settings_table.cc, docs/settings.md) and parsed by its
+// grammar.
 //   SHADDR_HEAP      auto (default): malloc-family allocations >= SHADDR_HEAP_MIN and alloc();
 //                    mpi-alloc-only: only alloc(); off: nothing (no memfd, no reservation).
 //   SHADDR_HEAP_MIN  bytes, K/M/G/T suffixes. Default kDefaultMinSize (16 KiB): from there
 //                    up libshaddr's slots end (SHADDR_SLOT_MAX, 16 KiB at 2 ranks) and a
-//                    mapped transfer beats cma's system call per peer. Measured here (a loop
-//                    of malloc, touch both ends, free): with the heap's thread caches a
-//                    malloc+free pair of 16, 32 and 64 KiB costs 0.05, 0.07 and 0.10 us
-//                    against glibc's 0.02-0.04; above 64 KiB (jemalloc's extent path) 0.3-0.5
-//                    us. One in-cache copy of the buffer, which the mapped path saves per
-//                    transfer, takes 0.2 us at 16 KiB. Smaller allocations (strings,
-//                    containers) are most of a program's and stay with glibc.
+//                    mapped transfer beats cma's system call per peer, while what a heap
+//                    malloc+free costs beyond glibc's is less than the one copy the mapped
+//                    path saves per transfer (docs/defaults.md). Smaller allocations
+//                    (strings, containers) are most of a program's and stay with glibc.
 //   SHADDR_HEAP_MAX  bytes, K/M/G/T suffixes; the reservation (see above).
 //   SHADDR_VERBOSE=1 one line on stderr at load: on (and where), or off and why.
 //
@@ -77,13 +75,13 @@
 //   - A write by another parent thread *during* fork() (before it returns in the parent) may
 //     or may not reach the child, page by page: the copy is not one atomic snapshot the way
 //     the kernel's copy-on-write is.
-//   - fork() costs a copy of the heap's resident data: 1 GiB took 0.55-0.7 s here against
-//     0.04 s with glibc. posix_spawn(), vfork(), system() and popen() run no fork handlers
-//     and copy nothing. A raw clone()/_Fork() child without CLONE_VM shares the heap with its
-//     parent until it execs. If the fork handler cannot make its pipe (no fds left), the
+//   - fork() costs a copy of the heap's resident data, where glibc's memory is copied on write
+//     (docs/defaults.md has the cost). posix_spawn(), vfork(), system() and popen() run no fork
+//     handlers and copy nothing. A raw clone()/_Fork() child without CLONE_VM shares the heap
+//     with its parent until it execs. If the fork handler cannot make its pipe (no fds left), the
 //     parent does not wait for the child's copy.
-//   - A heap malloc+free pair costs 0.05-0.1 us up to 64 KiB (thread caches), 0.3-0.5 us
-//     above (glibc: 0.02-0.04 us).
+//   - A heap malloc+free pair costs more than glibc's, most above 64 KiB, where the thread
+//     caches end (docs/defaults.md).
 //   - memfd pages are shmem: not charged against strict overcommit (vm.overcommit_memory=2),
 //     no transparent huge pages unless shmem_enabled allows them.
 //   - The private jemalloc reads MALLOC_CONF like any jemalloc.

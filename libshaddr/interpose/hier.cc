@@ -244,7 +244,7 @@ int hier_allgather(State &s, const char *in, size_t bytes, char *out, bool *fb) 
 
 namespace {
 
-// Seed 002's 2D virtual mesh message combining for the leaders' exchange of a short Alltoall:
+// The leaders' 2D virtual mesh, which combines the messages of a short Alltoall's exchange:
 // phase 1 sends, along my row, to the leader in column j everything for column j's leaders
 // (combined); phase 2 sends, along my column, to each leader what my row has for it. Each
 // leader sends rows + columns messages instead of nnodes, each up to nnodes blocks long.

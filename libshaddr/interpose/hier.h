@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Collectives over communicators that span several (virtual) nodes: libshaddr inside each node,
-// the host MPI between the node leaders (seed 001's hierarchical virtual topology).
+// the host MPI between the node leaders (a two-level hierarchy over real or virtual nodes).
 //
 // A libshaddr failure fails on every rank of that node alike, so the node redoes only its own
 // phase with PMPI_* on the node communicator (the data it needs is still intact): no agreement

@@ -36,13 +36,13 @@ enum shaddr_interpose_call {
  * struct shaddr_interpose_stats - this process's counters
  * @accelerated: calls completed through libshaddr (node) or the node/leader hierarchy
  * @hierarchical: of @accelerated, those on communicators spanning several (virtual) nodes
- * @forwarded: calls passed to PMPI_* as they were (not eligible: see the README)
+ * @forwarded: calls passed to PMPI_* as they were (not eligible: see docs/interposer.md)
  * @fallbacks: calls where libshaddr failed on every rank of a node and PMPI_* redid the work
  * @lib_calls: collectives libshaddr's node communicators ran (their own statistics, summed
  *             over live and freed communicators)
  * @comms_created: communicators that got shaddr state; @comms_freed: of those, freed again
  * @mesh_alltoall: leaders' exchanges of a hierarchical Alltoall done in two phases over the
- *                 2D virtual mesh of the leaders (seed 002's message combining)
+ *                 2D virtual mesh of the leaders (short blocks combined per row and column)
  * @cache_misses: libshaddr's registration-cache misses (each a mapping system call), summed
  *                like @lib_calls; @cache_evictions: mappings it dropped to make room;
  *                @cache_refusals: transfers that copied because every mapping was in use

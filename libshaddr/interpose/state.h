@@ -48,8 +48,8 @@ struct State {
   std::vector<int> local_of;                // comm rank -> node rank
   std::vector<std::vector<int>> members;    // node index -> its comm ranks, ascending
   bool blocked = false;  // nodes are consecutive blocks of comm ranks (no reordering needed)
-  // Seed 002's 2D virtual mesh over the leaders (short Alltoall): nnodes = rows x mesh_cols,
-  // leader i at row i / mesh_cols, column i % mesh_cols; mesh_cols 0: no mesh.
+  // The leaders' 2D virtual mesh that combines a short Alltoall's messages: nnodes = rows x
+  // mesh_cols, leader i at row i / mesh_cols, column i % mesh_cols; mesh_cols 0: no mesh.
   int mesh_cols = 0;
   MPI_Comm mesh_row = MPI_COMM_NULL;  // the leaders of my row, ranked by column
   MPI_Comm mesh_col = MPI_COMM_NULL;  // the leaders of my column, ranked by row

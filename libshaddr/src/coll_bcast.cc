@@ -2,19 +2,19 @@
 // Barrier and Bcast.
 //
 // Bcast has these algorithms:
-//  - slots (seed 004, as the short reductions): the root copies the message into its slot of
-//    the control block and publishes the round number in the slot's first cache line; every
-//    other rank waits for it there and copies the message out. Two copies, no barrier, and
-//    per call a reader touches the slot's lines and its own flag line only: the choice for
-//    messages that fit a slot.
-//  - FIFO (seed 000 §IV.B): the root pushes the message through the node's Bcast FIFO in
-//    slot-sized pieces, each read by the n-1 others. Two copies, but no closing barrier and no
-//    mapping: the choice for small messages, and for the shm backend at every size (but under
-//    the heap layer, where a root's buffer in its heap is read in place: bcast_fifo_always).
-//  - message counter (seed 000 §IV.C, §V.A): the root exposes its buffer and publishes
-//    {base, bytes ready}; every other rank copies straight from the root's buffer, chunk by
-//    chunk (seed 001's cache-sized segments) as the counter advances. One copy per reader. A
-//    segmented Bcast advances the counter as the root's data arrives (the multi-node leader).
+//  - slots (as the short reductions): the root copies the message into its slot of the control
+//    block and publishes the round number in the slot's first cache line; every other rank waits
+//    for it there and copies the message out. Two copies, no barrier, and per call a reader
+//    touches the slot's lines and its own flag line only: the choice for messages that fit a
+//    slot.
+//  - FIFO: the root pushes the message through the node's Bcast FIFO in slot-sized pieces, each
+//    read by the n-1 others. Two copies, but no closing barrier and no mapping: the choice for
+//    small messages, and for the shm backend at every size (but under the heap layer, where a
+//    root's buffer in its heap is read in place: bcast_fifo_always).
+//  - message counter: the root exposes its buffer and publishes {base, bytes ready}; every other
+//    rank copies straight from the root's buffer, in cache-sized pipeline segments
+//    (SHADDR_CHUNK), as the counter advances. One copy per reader. A segmented Bcast advances the
+//    counter as the root's data arrives (the multi-node leader).
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -159,10 +159,10 @@ int counter_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t
   return c.finish(s, err);
 }
 
-// Multi-stream (seed 004's "colors"): the message is cut into C streams; the first reader of
-// stream k (its driver, rank root + 1 + k) copies it from the root and publishes its progress
-// in its own counter; everyone else copies stream k from the driver's buffer. The root's memory
-// is read C times instead of n - 1, and C ranks pull from it at once.
+// Multi-stream: the message is cut into C streams; the first reader of stream k (its driver,
+// rank root + 1 + k) copies it from the root and publishes its progress in its own counter;
+// everyone else copies stream k from the driver's buffer. The root's memory is read C times
+// instead of n - 1, and C ranks pull from it at once.
 int multistream_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, int streams) {
   const int me = c.rank(), n = c.size();
   MsgCounter &mine = c.block().counter(me);

@@ -145,7 +145,7 @@ int scatterv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_t
   return c.finish(s, err);
 }
 
-// Small collectives through the seed-004 slots of the control block: each rank copies what
+// Small collectives through the per-rank slots of the control block: each rank copies what
 // others need into its slot, publishes it, and copies what it needs out of theirs. Two copies
 // of a few KiB and no system call or closing barrier: cheaper than one copy through a mapping
 // or CMA at these sizes, and the only way on a backend with few mappings (window: 3 slots per

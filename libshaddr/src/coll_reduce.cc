@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Reduce and Allreduce.
 //
-//  - slots (seed 004): vectors that fit a reduction slot are copied into the node control
-//    block; the root (Reduce) or every rank (Allreduce) combines the n slots in rank order.
-//    Slots are double-buffered by reduction number j; a rank writes slot j only once every rank
-//    has finished reading reduction j - 2, so no closing barrier is needed.
-//  - partitioned (seed 000 §V.C, MVAPICH2-X): the vector is cut into n slices; rank q reduces
-//    slice q reading every rank's send buffer directly, reduce_unit bytes at a time (so the
-//    accumulator stays in L1), then the slices are read by the root (Reduce) or by everyone
-//    (Allreduce) from the rank that computed them.
+//  - slots: vectors that fit a reduction slot are copied into the node control block; the root
+//    (Reduce) or every rank (Allreduce) combines the n slots in rank order. Slots are
+//    double-buffered by reduction number j; a rank writes slot j only once every rank has
+//    finished reading reduction j - 2, so no closing barrier is needed.
+//  - partitioned (as in MVAPICH2-X): the vector is cut into n slices; rank q reduces slice q
+//    reading every rank's send buffer directly, reduce_unit bytes at a time (so the accumulator
+//    stays in L1), then the slices are read by the root (Reduce) or by everyone (Allreduce) from
+//    the rank that computed them.
 //  - direct (Reduce only): the root reads every peer's operand itself, reduce_unit bytes at a
 //    time, and combines them into its receive buffer; no slices, no second phase.
 // All three combine operands in rank order (x0 op x1 op ... op xn-1), each element computed by one
@@ -26,14 +26,9 @@ namespace shaddr {
 
 // The slots' reach. A slot reduction has every rank that gets the result read the other n - 1
 // slots, (n - 1)·S bytes, where the partitioned one reads about 2·S in slices but pays a
-// handshake per peer and stage (a system call each on cma). Measured at 2 ranks (interposer on
-// Debian's MPICH, cma, best of 3 rounds of 2,000 calls, fast cross-core state), slots against
-// the default of 4 KiB, us:
-//   Allreduce  8 KiB 1.77 vs 3.17, 16 KiB 3.76 vs 5.48 (stock MPICH 2.98, 5.21)
-//   Reduce     8 KiB 0.97 vs 3.35, 16 KiB 3.24 vs 4.59 (3.30, 5.42)
-//   Alltoall   8 KiB 2.07 vs 5.43 (Allgather 16 KiB 3.41 vs 5.79; Bcast 16 KiB 2.89 vs the
-//              FIFO's 2.75, a tie)
-// So the slots take (n - 1)·S up to 16 KiB, and at least the 4 KiB they always took.
+// handshake per peer and stage (a system call each on cma). At 2 ranks on cma the slots won up
+// to 16 KiB in every collective (docs/defaults.md), so they take (n - 1)·S up to 16 KiB, and
+// never less than the 4 KiB they took at every node size before.
 size_t slot_max_default(int nranks) {
   constexpr size_t kReach = 16u << 10, kFloor = 4u << 10;
   const size_t peers = nranks > 1 ? static_cast<size_t>(nranks - 1) : 1;
@@ -52,13 +47,8 @@ bool reduce_slots_fit(size_t bytes, const Tuning &t) { return bytes <= t.slot_ma
 // and waits for the other rank's slice: direct wins, until the half of the combining that the
 // partitioned root leaves to its peer outweighs that. From n = 3 the partitioned root reads
 // 2(n-1)/n·S < (n-1)·S: it wins where the ranks run in parallel. The slots take small sizes.
-// Measured (2-core EPYC VM, int32 sum, cma, 2 ranks; shaddr-bench under Open MPI through the
-// interposer, and libshaddr alone, medians, a build forcing either): direct vs partitioned
-// 4.8 vs 8.4 us at 8 KiB, 12.5 vs 20 at 32 KiB, 23 vs 39 at 64 KiB, 44 vs 68 at 128 KiB while
-// other jobs loaded the host; with both cores free the partitioned one caught up at 128 KiB
-// (34 vs 36) and won above (63 vs 71 us at 256 KiB, 110 vs 143 at 512 KiB, 205 vs 285 at
-// 1 MiB). On shm, and on the heap, a tie (both stage or map). At 3 and 4 ranks (oversubscribed
-// here) the partitioned one won from 4 MiB and 256 KiB. Hence 2 ranks, up to 128 KiB.
+// Measured at 2 ranks with both cores free, the partitioned one catches up at 128 KiB and wins
+// above; from 3 ranks it wins at large sizes (docs/defaults.md). Hence 2 ranks, up to 128 KiB.
 
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t) {
   return nranks == 2 && !reduce_slots_fit(bytes, t) && bytes <= kReduceDirectMax;

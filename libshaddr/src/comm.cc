@@ -74,8 +74,9 @@ Tuning Tuning::from_env(int nranks) {
   t.l1 = cache_size(1);
   t.l2 = cache_size(2);
   t.l3 = cache_size(3);
-  // Seed 001: pipeline segments that fit the cache the copy streams through. Readers copy the
-  // source once, so a segment of half the L2 keeps source and destination lines resident.
+  // Pipeline segments that fit the cache the copy streams through: readers copy the source
+  // once, so a segment of half the L2 keeps source and destination lines resident
+  // (docs/seed001-segmentation.md measures segment sizes here).
   const size_t l2 = t.l2 ? t.l2 : (512u << 10);
   const size_t l1 = t.l1 ? t.l1 : (32u << 10);
   // Values were checked by agree_settings() (declared ranges in settings_table.cc).
@@ -126,24 +127,21 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
     *why = c->reason_;
     return err;
   }
-  // Copy-only backends pay a system call per read: the FIFO's two copies win far longer
-  // (shaddr-tune on cma, 2 ranks: FIFO alpha 0.02 us vs 3.4 us, still ahead at 256 KiB).
-  // heap+cma: up to just below SHADDR_HEAP_MIN's default, where buffers are malloc'd in the
-  // heap and readers copy straight from its mapping: 64-256 KiB took 5-17 us against the
-  // FIFO's 33-133 and stock MPICH's 15-48 (2 ranks, interposer, chrt); a root buffer outside
-  // the heap then costs cma's read, 14.5-47 us.
+  // Copy-only backends pay a system call per read: on cma the FIFO's two copies win up to
+  // 256 KiB. Under the heap layer the FIFO stops just below SHADDR_HEAP_MIN's default: from
+  // there buffers are malloc'd in the heap and readers copy straight from its mapping, faster
+  // than the FIFO (docs/defaults.md). A root buffer outside the heap then costs cma's read
+  // (heap+cma) or is staged whole before the readers copy it (heap+shm, where the FIFO would
+  // otherwise take every size: bcast_fifo_always).
   const BackendKind kind = c->backend_->kind();
-  // heap+shm: the same, where the FIFO would otherwise take every size (bcast_fifo_always); a
-  // root buffer outside the heap is then staged whole before the readers copy it.
   const bool on_heap = c->backend_->heap_stats() != nullptr &&
                        (kind == BackendKind::kCma || kind == BackendKind::kShm);
   if (!c->tuning_.bcast_fifo_configured) {
     if (kind == BackendKind::kCma && !on_heap) c->tuning_.bcast_fifo_max = 256u << 10;
     if (on_heap) c->tuning_.bcast_fifo_max = heap::kDefaultMinSize - 1;
   }
-  // The slots, too, stop below the heap's malloc threshold: at 16 KiB (2 ranks, interposer on
-  // MPICH, best of 3, slow cross-core state) the mapping took 2.1-3.2 us where the slots took
-  // 9.2-10.6 (Bcast, Reduce, Allreduce, Allgather).
+  // The slots, too, stop below the heap's malloc threshold: from there reading a peer's buffer
+  // through the heap's mapping beats two copies through the slots (docs/defaults.md).
   if (!c->tuning_.slot_max_configured && on_heap)
     c->tuning_.slot_max = std::min(c->tuning_.slot_max, heap::kDefaultMinSize - 1);
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;

@@ -9,8 +9,8 @@
 //   copy_from() ...    copies/reduces straight from the owner's memory through the backend
 //   finish(status)     closing barrier: nobody reads anyone's buffers after it; every rank
 //                      returns the same status (the first failure in rank order)
-// Small messages avoid the closing barrier: the Bcast FIFO and the seed-004 reduction slots
-// carry their own flow control.
+// Small messages avoid the closing barrier: the Bcast FIFO and the slots carry their own flow
+// control.
 #pragma once
 
 #include <sys/types.h>
@@ -32,11 +32,12 @@
 
 namespace shaddr {
 
-// Sizes that decide algorithms. Defaults from the machine's caches (tuning.cc); every one can be
-// set with a SHADDR_* variable (README's settings table).
+// Sizes that decide algorithms. Defaults from the machine's caches, the node size and the backend
+// (Tuning::from_env and Comm::create, comm.cc; why: docs/defaults.md); every one can be set with
+// a SHADDR_* variable (docs/settings.md).
 struct Tuning {
   size_t bcast_fifo_max;   // SHADDR_BCAST_FIFO_MAX: Bcast at most this big goes through the FIFO
-  size_t chunk;            // SHADDR_CHUNK: copy unit of pipelined transfers (seed 001 segment)
+  size_t chunk;            // SHADDR_CHUNK: copy unit of pipelined transfers (cache-sized)
   size_t reduce_unit;      // SHADDR_REDUCE_UNIT: bytes reduced per pipeline step
   size_t slot_max;  // SHADDR_SLOT_MAX: per-rank data at most this big goes through the slots
   int bcast_streams;         // SHADDR_BCAST_STREAMS: streams of a multi-stream Bcast (1 = off)
@@ -133,7 +134,7 @@ class Comm {
     if (ring_pending_) ring_mine();
   }
 
-  // Seed-004 slots: small exchanges through the control block, without a closing barrier.
+  // The slots: small exchanges through the control block, without a closing barrier.
   // Every rank takes part in every round j (slot_open() if it writes its slot, else
   // slot_next()) and ends it with slot_close(). Round j uses each rank's slot j % kSlotRounds;
   // slot_open() waits until every rank is done with round j - kSlotRounds, so a slot is never

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The FIFOs of seed 000 §IV.A-B, in shared memory: a writer reserves slot `tail++`
-// (fetch-and-increment), writes once `slot - head < nslots`, and publishes the slot with a
-// reader count; every reader consumes slots in order and decrements the count; the last reader
-// of a slot advances head. Metadata (bytes, stream id, writer) travels in the slot, so several
-// streams share one FIFO. Multi-producer; readers are all ranks but the writer (Bcast FIFO) or
-// one receiver (point-to-point FIFO).
+// Multi-reader FIFOs in shared memory (the Bcast FIFO, the point-to-point FIFOs): a writer
+// reserves slot `tail++` (fetch-and-increment), writes once `slot - head < nslots`, and publishes
+// the slot with a reader count; every reader consumes slots in order and decrements the count;
+// the last reader of a slot advances head. Metadata (bytes, stream id, writer) travels in the
+// slot, so several streams share one FIFO. Multi-producer; readers are all ranks but the writer
+// (Bcast FIFO) or one receiver (point-to-point FIFO).
 //
 // The memory is plain shared memory laid out by Fifo::bytes_for(); every process constructs
 // a Fifo view over it; one of them calls init() before anyone uses it.

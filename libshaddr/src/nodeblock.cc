@@ -19,8 +19,8 @@ constexpr uint64_t kMagic = 0x5348414444524e42ull;  // "SHADDRNB"
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // Maps [p, p + len) in this process now, writable, allocating what is not there yet: the first
-// use of each page of the Bcast FIFO cost a fault in every process (an 8 KiB Bcast through it
-// took 2.8 us on average over 220 calls, 1.4 us over 1100). Only speed depends on it (kernels
+// use of each page of the Bcast FIFO cost a fault in every process, which showed in the time
+// of the first few hundred calls (docs/defaults.md). Only speed depends on it (kernels
 // before 5.14 lack MADV_POPULATE_WRITE: pages then fault in on first use, as before). The FIFO
 // (528 KiB) is mapped on its first use, not at creation: a program may make many communicators
 // and Bcast mid-sized messages on few.

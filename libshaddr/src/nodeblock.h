@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The node control block: one shared segment per node communicator holding a cache-line-padded
-// area per rank, the message counters of seed 000 §IV.C, the Bcast FIFO, one point-to-point
-// FIFO per rank, and the per-rank slots of seed 004's short exchanges.
+// area per rank, the per-rank message counters (base, bytes ready), the Bcast FIFO, one
+// point-to-point FIFO per rank, and the per-rank slots for short exchanges.
 //
 // Created collectively: rank 0 makes an anonymous memfd; the others open it through
 // /proc/<pid>/fd (needs only ptrace *read* rights, which Yama leaves alone), so the segment
@@ -55,24 +55,25 @@ struct alignas(128) CallLedger {
 static_assert(sizeof(CallLedger) == 128);
 constexpr uint64_t kCallForwarded = 0;  // the token of a call the rank runs elsewhere
 
-// {base address, bytes written} plus an atomic completion count (seed 000 §IV.C).
+// A message counter: {base address, bytes written}, which readers follow to copy a buffer
+// while it fills, plus an atomic completion count.
 struct alignas(128) MsgCounter {
   std::atomic<uint64_t> base;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> done;
 };
 
-// The head of a slot (seed 004's short exchanges), in the same cache line as the first 48
-// bytes of its data: a reader that waits for `round` fetches them with it. Round j of rank r is
-// in slot j % kSlotRounds of r, so a writer can run kSlotRounds - 1 rounds ahead of a reader.
+// The head of a slot (short exchanges through the control block), in the same cache line as the
+// first 48 bytes of its data: a reader that waits for `round` fetches them with it. Round j of
+// rank r is in slot j % kSlotRounds of r, so a writer can run kSlotRounds - 1 rounds ahead of a
+// reader.
 struct SlotHeader {
   std::atomic<uint64_t> round;  // the data is round `round`'s, once published (release)
   uint64_t meta;                // the writer's note (Bcast: byte count and root)
 };
 static_assert(sizeof(SlotHeader) == 16);
-// Two: with four, a writer could run further ahead of a slow reader (back-to-back small calls
-// 30% faster), but 4 KiB calls were 10-30% slower (their slots no longer fit L1 with the
-// caller's buffers), as fast as the double-buffered slots before or faster with two.
+// Two: four would let a writer run further ahead of a slow reader, but made 4 KiB calls
+// slower, their slots no longer fitting L1 with the caller's buffers (docs/defaults.md).
 constexpr unsigned kSlotRounds = 2;
 constexpr size_t kSlotInlineMax = 1024;
 
@@ -81,7 +82,7 @@ struct NodeBlockConfig {
   // A slot carries 8 KiB (with its header line, 8 KiB + 64 B): with 8 KiB - 64 a Bcast of 8 KiB
   // took two messages, its last 64 bytes a second round of FIFO handshakes.
   uint32_t fifo_payload = 8192;
-  uint32_t reduce_slot_bytes = 16384;  // seed 004 slot data, per rank and round in flight
+  uint32_t reduce_slot_bytes = 16384;  // slot data, per rank and round in flight
   WaitPolicy wait;                    // how waits on this block's flags and FIFOs wait
 };
 

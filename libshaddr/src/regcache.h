@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Registration cache: per peer, remote ranges -> local mappings, so that the two system calls
-// per buffer of seed 000 (Fig. 8) are paid once, not per collective.
+// Registration cache: per peer, remote ranges -> local mappings, so that mapping a peer's
+// buffer and unmapping it (a system call each) are paid once per buffer, not per collective.
 //
 // A lookup names a key (the backend's token for the peer's memory: a segid, a window handle)
 // and a byte range. A hit returns a pointer into an existing mapping that wholly covers the

@@ -46,7 +46,7 @@ static_assert(sizeof(shaddr_coll) == sizeof(int) && sizeof(shaddr_fallback) == s
 constexpr size_t kHeapModelMin = heap::kDefaultMinSize;
 
 // --- the shipped curves ---------------------------------------------------------------------
-// Measured on the reference machine (README, "Selection": AMD EPYC, 2 cores, Debian 12), 2
+// Measured on the reference machine (docs/selection.md: AMD EPYC, 2 cores, Debian 12), 2
 // ranks, by the commands written there. Each entry: who, collective, then up to kMaxLines
 // (alpha us, GB/s) pairs.
 struct Shipped {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Every SHADDR_* setting, declared once (settings_table.cc): name, type, range, default, who
-// reads it, whether it must be equal on every rank, and one line of documentation. README's
-// settings table and `shaddr-info --settings` are printed from the declarations.
+// reads it, whether it must be equal on every rank, and one line of documentation.
+// docs/settings.md's settings table and `shaddr-info --settings` are printed from the
+// declarations.
 //
 // One grammar for all of them (parse_setting):
 //   size, integer  decimal or 0x hex; a size may end in K, M, G or T (binary: 1K = 1024);

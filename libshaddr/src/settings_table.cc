@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The declarations of every setting (settings.h). README's settings table is printed from this
+// The declarations of every setting (settings.h). docs/settings.md's table is printed from this
 // file (`shaddr-info --settings=markdown`); tests/unit keeps the two in sync.
 #include <cstdint>
 
@@ -82,12 +82,12 @@ constexpr SettingDef kSettings[] = {
     typed("SHADDR_MIN_ALLTOALL", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
           "— (the plan)", "the same for Alltoall (bytes of one rank's block)"),
     typed("SHADDR_CHUNK", T::kSize, L::kLibrary, kEqual, kTunable, 4 * kKi, kGi, "", "L2 / 2",
-          "copy unit of pipelined transfers (seed 001's cache-aware segment)"),
+          "copy unit of pipelined transfers (a cache-sized segment)"),
     typed("SHADDR_REDUCE_UNIT", T::kSize, L::kLibrary, kEqual, kTunable, 256, 64 * kMi, "",
           "L1d / 2",
           "bytes of the vector reduced per pipeline step (the accumulator stays in L1)"),
     typed("SHADDR_BCAST_FIFO_MAX", T::kSize, L::kLibrary, kEqual, kTunable, 0, kGi, "",
-          "`16384` (`262144` on `cma`, `65535` on `heap+cma` and `heap+shm`)",
+          "`16384` (`262144` on `cma`, `16383` on `heap+cma` and `heap+shm`)",
           "Bcast of at most this many bytes goes through the Bcast FIFO (no closing barrier); "
           "larger ones copy straight from the root (on `shm` without the heap: the FIFO at "
           "every size)"),
@@ -101,10 +101,11 @@ constexpr SettingDef kSettings[] = {
           "heap's `16K`",
           "Bcast messages, Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose "
           "per-rank data is at most this many bytes, and Allgatherv whose every block is at "
-          "most 8 bytes less, go through the seed-004 slots in the control block (no closing "
+          "most 8 bytes less, go through the per-rank slots in the control block (no closing "
           "barrier)"),
     typed("SHADDR_BCAST_STREAMS", T::kInt, L::kLibrary, kEqual, kTunable, 1, 255, "", "`4`",
-          "streams of a multi-stream Bcast (seed 004 colors); `1` turns it off"),
+          "streams of a multi-stream Bcast (each copied from the root by one rank, from it "
+          "by the others); `1` turns it off"),
     typed("SHADDR_BCAST_STREAMS_MIN", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
           "`8M`", "smallest Bcast cut into streams (with 3 or more ranks)"),
     typed("SHADDR_WAIT", T::kChoice, L::kLibrary, kRank, kEnvOnly, 0, 0, "auto spin sleep",
@@ -142,7 +143,7 @@ constexpr SettingDef kSettings[] = {
           "preload it)"),
     typed("SHADDR_HEAP_MIN", T::kSize, L::kLibrary, kRank, kEnvOnly, 0, kMax, "", "`16K`",
           "smallest malloc-family allocation that goes to the heap; smaller ones stay with "
-          "glibc (a heap malloc+free costs 0.03-0.06 us more up to 64 KiB, 0.3-0.5 us above)"),
+          "glibc, whose malloc+free costs less (docs/defaults.md)"),
     typed("SHADDR_HEAP_MAX", T::kSize, L::kLibrary, kRank, kEnvOnly, 2 * kMi, 64 * kTi, "",
           "RAM, at most `64G` and a quarter of `RLIMIT_AS`",
           "address space a process reserves for its heap (and maps once per node peer); "
@@ -170,7 +171,7 @@ constexpr SettingDef kSettings[] = {
     typed("SHADDR_INTERPOSE_MESH_MAX", T::kSize, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
           "`64`",
           "interposer: across nodes, Alltoall blocks up to this many bytes go through the "
-          "leaders' 2D virtual mesh (seed 002's message combining; 4 or more leaders that "
+          "leaders' 2D virtual mesh, which combines short messages (4 or more leaders that "
           "factor into at least 2 x 2)"),
     typed("SHADDR_VERIFY", T::kBool, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "`0`",
           "interposer: `1` checks every intercepted collective against the MPI library's own "

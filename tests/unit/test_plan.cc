@@ -235,7 +235,8 @@ TEST(Plan, FormatsAndRefusesBadArguments) {
   EXPECT_EQ(shaddr_plan_lookup(nullptr, SHADDR_COLL_BCAST, 1, 0), nullptr);
   EXPECT_EQ(shaddr_plan_format(nullptr, nullptr, 0), -EINVAL);
   EXPECT_EQ(on_ranks(2, "shm", {}, [](shaddr_comm_t *c, int) {
-              int bad_fb = SHADDR_FALLBACK_COUNT, bad_coll = -1;
+              // Out of the API's range, inside the enums' (a C caller's int).
+              int bad_fb = SHADDR_FALLBACK_COUNT, bad_coll = SHADDR_COLL_COUNT;
               shaddr_fallback fb;
               shaddr_coll coll;
               std::memcpy(&fb, &bad_fb, sizeof(fb));

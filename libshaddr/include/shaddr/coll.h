@@ -271,7 +271,7 @@ struct shaddr_selection {
  * @q: the call
  * @out: the answer
  *
- * The cost model (README, "Selection") compares libshaddr's algorithm on @comm's backend with
+ * The cost model (docs/selection.md) compares libshaddr's algorithm on @comm's backend with
  * the fallback, from measured alpha-beta lines: shipped ones measured on a reference machine,
  * replaced by `model.` lines of the tuning file (shaddr-tune for libshaddr's side, make run /
  * shaddr-compare --model for the fallbacks'). The model is agreed when @comm is created, so
@@ -409,7 +409,7 @@ typedef int (*shaddr_bcast_ready_fn)(size_t offset, size_t bytes, void *ctx);
 /**
  * shaddr_bcast_segmented() - Bcast whose root data arrives piece by piece
  * @segment: piece size (> 0); the root calls @ready once per piece, in order, and the other
- *           ranks copy piece k while piece k + 1 is still arriving (seed 000's message counter)
+ *           ranks copy piece k while piece k + 1 is still arriving (the root's message counter)
  * @ready: called on the root only; may be NULL on the others
  */
 SHADDR_API int shaddr_bcast_segmented(shaddr_comm_t *comm, void *buf, size_t bytes, int root,

@@ -2,7 +2,7 @@
 /*
  * libshaddr C API: the settings (SHADDR_* environment variables and the others the project
  * documents), as declared in one place in the library. `shaddr-info --settings` prints them;
- * README's settings table is printed from them.
+ * The table in docs/settings.md is printed from them.
  */
 #ifndef SHADDR_SETTINGS_H
 #define SHADDR_SETTINGS_H
