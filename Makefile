@@ -17,14 +17,18 @@ CMAKE_GEN := -G Ninja $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE_LAUNCH
 	-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE_LAUNCHER))
 
 .PHONY: all deps pkgs debug-kernel kmod userspace userspace-asan userspace-tsan run test test-full test-unit test-kmod test-mpi test-mpi-full \
-	bench bench-kmod checkpatch dkms-install dkms-uninstall clean help mpich test-mpich
+	bench bench-kmod calibrate checkpatch dkms-install dkms-uninstall clean help mpich test-mpich
 
 all: kmod userspace
 
 help:
 	@echo "make            build shaddr.ko for every installed kernel and the userspace in build/"
 	@echo "make run        set up, build, compare shaddr with stock MPI and the copy limit (short),"
-	@echo "                the module in a VM (or on the host where it can): build/report/"
+	@echo "                the module in a VM (or on the host where it can): build/report/;"
+	@echo "                first measures this machine's calibration if missing or stale (about"
+	@echo "                3 minutes; SHADDR_CALIBRATE=0 skips it)"
+	@echo "make calibrate  this machine's calibration (the cost model measured here, read by"
+	@echo "                libshaddr), if missing or stale; tools/shaddr-model calibrate --force redoes it"
 	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests;"
 	@echo "                prints what each part cost, ends with \"N passed, N failed\"; what runs"
 	@echo "                where: docs/testing.md"
@@ -92,6 +96,8 @@ userspace-tsan: pkgs $(BUILD)/tsan/build.ninja
 
 # The main job: the short comparison (every contender here, 2 ranks, 8 B to 4 MiB, the module's
 # backends in a guest or, where this kernel loads modules, on the host) into build/report/.
+# It measures this machine's calibration first when there is none or it is stale
+# (SHADDR_CALIBRATE=0 skips that) and reports which one the contenders read.
 run: all mpich
 	@$(TOP)/tools/shaddr-compare --short
 
@@ -134,6 +140,12 @@ bench: all
 .PHONY: bench-multihost
 bench-multihost: all
 	@$(TOP)/tools/shaddr-bench-multihost
+
+# This machine's calibration: the cost model's curves measured here (tools/shaddr-model
+# calibrate), at the path `build/tools/shaddr-info --calibration-path` prints; nothing to do
+# while it still names this machine and these MPI builds.
+calibrate: all mpich
+	@$(TOP)/tools/shaddr-model calibrate
 
 # Patched MPICH (mpich_patch/) in build/mpich; cached in ~/.cache/shaddr/mpich, seconds when warm.
 mpich: pkgs $(BUILD)/build.ninja

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // shaddr-info: what the loaded shaddr module reports — ABI version, features, counters; and
-// (--settings) every setting as libshaddr declares it.
+// (--settings) every setting as libshaddr declares it; (--calibration-path) where this machine's
+// calibration is read from.
 #include <getopt.h>
 #include <linux/shaddr.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "shaddr/coll.h"
 #include "shaddr/settings.h"
 #include "shaddr/shaddr.h"
 
@@ -22,12 +24,14 @@ constexpr const char *kStatsDir = "/sys/class/misc/" SHADDR_DEVICE_NAME "/stats"
 
 void usage(FILE *out) {
   std::fprintf(out,
-               "Usage: shaddr-info [--help] [--settings[=markdown]]\n"
+               "Usage: shaddr-info [--help] [--settings[=markdown]] [--calibration-path]\n"
                "Prints the shaddr kernel module's ABI version and features (from the\n"
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"
                "(%s/*). Exit status 0 if the module answered, 1 otherwise.\n"
                "--settings: every setting (name, kind, default, scope, meaning) instead, and\n"
-               "the value this environment gives it; =markdown: docs/settings.md's table.\n",
+               "the value this environment gives it; =markdown: docs/settings.md's table.\n"
+               "--calibration-path: the file libshaddr reads this machine's calibration from\n"
+               "(`off` when $SHADDR_CALIBRATION is off); tools/shaddr-model calibrate writes it.\n",
                kStatsDir);
 }
 
@@ -103,11 +107,34 @@ int print_settings(bool markdown) {
   return 0;
 }
 
+// The calibration's path as libshaddr forms it, so that tools never derive the machine key.
+int print_calibration_path() {
+  const char *env = std::getenv("SHADDR_CALIBRATION");
+  if (env && !std::strcmp(env, "off")) {
+    std::printf("off\n");
+    return 0;
+  }
+  std::string path(256, '\0');
+  int n = shaddr_calibration_path(path.data(), path.size());
+  if (n >= 0 && static_cast<size_t>(n) >= path.size()) {
+    path.resize(static_cast<size_t>(n) + 1);
+    n = shaddr_calibration_path(path.data(), path.size());
+  }
+  if (n < 0) {
+    std::fprintf(stderr, "shaddr-info: no calibration path: %s\n", std::strerror(-n));
+    return 1;
+  }
+  path.resize(static_cast<size_t>(n));
+  std::printf("%s\n", path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   // --settings[=markdown]: the settings table, as text or as the docs' Markdown.
   static const option kLong[] = {{"settings", optional_argument, nullptr, 's'},
+                                 {"calibration-path", no_argument, nullptr, 'c'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
@@ -115,6 +142,7 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     }
+    if (c == 'c') return print_calibration_path();
     if (c == 's' && !optarg) return print_settings(false);
     if (c == 's' && !std::strcmp(optarg, "markdown")) return print_settings(true);
     if (c == 's') std::fprintf(stderr, "shaddr-info: --settings=%s: not markdown\n", optarg);

@@ -620,8 +620,10 @@ def report(doc, out_dir):
           md_table(["contender", "what", "status", "MPI library"],
                    [[k, v["desc"], v["status"] + (f": {v['reason']}" if v.get("reason") else ""),
                      v.get("mpi_version", "")] for k, v in res.items()]),
-          "",
-          "## Goals\n",
+          ""]
+    from .calibration import report_md
+    md += report_md(doc.get("calibration"), doc.get("calibration_read"))
+    md += ["## Goals\n",
           "Each goal checked against this run's numbers (2 ranks), for what a user gets: "
           "\"shaddr\" is the fastest **default** contender at that size (the interposer with "
           "no settings, `interposer-<mpi>`, and the patched MPICH's own selection, "
@@ -787,6 +789,10 @@ def main():
                     help="rounds in the guest (default 1: under emulation a round takes about "
                          "17 minutes, and the guest's numbers are not the Goals')")
     ap.add_argument("--only", help="comma-separated contender names (default: all)")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="do not measure this machine's calibration first when it is missing or "
+                         "stale (also SHADDR_CALIBRATE=0); the report still says which one the "
+                         "contenders read")
     ap.add_argument("--build", default=os.path.join(TOP, "build"), help="build directory")
     ap.add_argument("--out", help="report directory (default BUILD/report)")
     ap.add_argument("--no-vm", action="store_true", help="skip the guest part")
@@ -826,6 +832,13 @@ def main():
     if not any(os.access(b, os.X_OK) for b in bench.values()):
         sys.exit(f"shaddr-compare: no {build}/tools/shaddr-bench-* (build first: make userspace)")
     say(f"{len(cs)} contenders, {args.ranks} ranks, sizes {args.sizes}, results in {out_dir}")
+    cal, cal_read = {}, {}
+    if not args.inner_vm:
+        # The curves the contenders decide by: this machine's calibration, measured first
+        # when missing or stale, then asked of each contender that reads it.
+        from . import calibration
+        cal = calibration.ensure(build, calibration.skip_reason(args), args.timeout)
+        cal_read = calibration.check_read(cs, bench, args.ranks, 300)
     limit = run_copy_limit(build, args, out_dir)
     # Rounds: every contender once per round, the order rotated each round, so that every
     # contender samples the same drift of the machine; each size's best over the rounds.
@@ -853,7 +866,7 @@ def main():
            "ranks": args.ranks, "sizes": args.sizes, "short": args.short,
            "kernel": args.kernel, "copy_limit": limit, "contenders": res, "node_bw": node_bw,
            "module_params": module_params(), "rounds": max(1, args.rounds),
-           "slow_state_only": slow_only}
+           "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read}
     if not args.inner_vm:
         doc["vm"] = run_vm(vm_cs if not args.only else
                            [c for c in vm_cs if c.name in set(args.only.split(","))],

@@ -11,6 +11,13 @@ and write it as `model.` lines of a tuning file (SHADDR_TUNING_FILE).
       runs made in the fast cross-core state; a job that never met it runs again when the
       state returns (--wait seconds at most), else the file's header names it. As root, the
       ranks run under SCHED_FIFO (chrt -f 10); still, measure on an idle machine.
+  shaddr-model calibrate [--quick] [--force] [--path FILE]
+      the same measurement into this machine's calibration, the file libshaddr reads over its
+      shipped curves (`build/tools/shaddr-info --calibration-path`): `model.` lines and the
+      measured times as `point.` lines, under a header naming the date, the machine, the MPI
+      builds measured and the machine state met. Nothing is measured while that file still
+      names this machine and these MPI builds (unless --force). --quick: one round, 120 s at
+      most waiting for the fast state.
   shaddr-model fit FILE.json...  (shaddr-bench JSON; `--who NAME` per file: name=path)
       only the fallbacks' lines, from existing benchmark results (make run's raw/ files).
   shaddr-model inc FILE
@@ -20,6 +27,7 @@ A fallback's curve is the lower envelope of up to 3 alpha-beta lines (an MPI swi
 by size), fitted to the relative error; libshaddr's algorithms get one line each (shaddr-tune).
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -120,6 +128,13 @@ def cross_core_gbs(build):
     return bps / 1e9 if bps else None
 
 
+def job_env(env):
+    """A job's environment: @env over ours, without any calibration, so that what is measured
+    is the machine and the forced path, and a broken or stale calibration cannot stop the
+    measurement that replaces it."""
+    return dict(os.environ, **env, SHADDR_CALIBRATION="off")
+
+
 def bench_once(mpi, launcher, env, ranks, build, sizes, colls=None, wrap=()):
     """One shaddr-bench run under an MPI (of every collective unless @colls; @wrap before the
     program, e.g. shaddr-run): its JSON document, or None."""
@@ -131,7 +146,7 @@ def bench_once(mpi, launcher, env, ranks, build, sizes, colls=None, wrap=()):
                                     "--json", path]
     say(f"{' '.join(f'{k}={v}' for k, v in env.items() if k != 'LD_LIBRARY_PATH')} "
         f"{' '.join(cmd)}")
-    rc = subprocess.run(cmd, env=dict(os.environ, **env), stdout=subprocess.DEVNULL,
+    rc = subprocess.run(cmd, env=job_env(env), stdout=subprocess.DEVNULL,
                         timeout=900).returncode
     try:
         with open(path) as fh:
@@ -149,7 +164,7 @@ def tune_once(env, ranks, build, wrap=()):
     exe = os.path.join(build, "tools", "shaddr-tune")
     cmd = rt_prefix() + list(wrap) + [exe, "-n", str(ranks), "--model"]
     say(f"{' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd)}")
-    p = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True,
+    p = subprocess.run(cmd, env=job_env(env), capture_output=True, text=True,
                        timeout=900)
     if p.returncode:
         say(f"  failed: {p.stderr.strip()[-300:]}")
@@ -164,7 +179,12 @@ def tune_once(env, ranks, build, wrap=()):
     return out
 
 
-def measure(args):
+def run_jobs(args, prior_best=0.0):
+    """Runs every job of a measurement (see the module's doc): a dict of what they gave (docs
+    per side, shaddr-tune's lines), every probe, the jobs met only in the slow state and the
+    probe the fast state is judged against. @prior_best (GB/s): the best probe an earlier
+    calibration of this machine saw, so that a measurement met wholly in the slow state is
+    known as such and waits for the fast one."""
     build = args.build
     heap = os.path.join(build, "libshaddr", "heap", "libshaddr-heap.so")
     patched = args.mpich or os.path.join(build, "mpich")
@@ -223,8 +243,14 @@ def measure(args):
             args.sizes), docs[who]))
     states = []  # every probe
     got = {key: [] for key, *_ in jobs}  # key -> [(state, result)]
+    t0 = time.time()
+    total = len(jobs) * args.repeat
+    done = [0]
 
-    def run_job(key, fn, state):
+    def run_job(key, fn, state, again=False):
+        done[0] += not again
+        say(f"[{'again' if again else f'{done[0]}/{total}'}] {key} (probe {state:.1f} GB/s, "
+            f"{int(time.time() - t0) // 60}:{int(time.time() - t0) % 60:02d} elapsed)")
         res = fn()
         if res:
             got[key].append((state, res))
@@ -234,7 +260,8 @@ def measure(args):
         for key, fn, _ in jobs:
             states.append(cross_core_gbs(build) or 0)
             run_job(key, fn, states[-1])
-    fast = lambda g: g >= FAST_SHARE * max(states)  # noqa: E731
+    ref = lambda: max(states + [prior_best])  # noqa: E731
+    fast = lambda g: g >= FAST_SHARE * ref()  # noqa: E731
     deadline = time.time() + args.wait
     while time.time() < deadline:
         missing = [(k, fn) for k, fn, _ in jobs if not any(fast(g) for g, _ in got[k])]
@@ -242,32 +269,37 @@ def measure(args):
             break
         states.append(cross_core_gbs(build) or 0)
         if not fast(states[-1]):
-            say(f"slow state ({states[-1]:.1f} GB/s); waiting to measure again: "
+            say(f"slow state ({states[-1]:.1f} GB/s, fast from {FAST_SHARE * ref():.1f}); "
+                f"waiting {int(deadline - time.time())} s more at most to measure again: "
                 f"{', '.join(k for k, _ in missing)}")
             time.sleep(20)
             continue
-        run_job(*missing[0], states[-1])
+        run_job(*missing[0], states[-1], again=True)
     slow_only = [k for k, *_ in jobs if got[k] and not any(fast(g) for g, _ in got[k])]
     for key, _, results in jobs:
         # The fast state's runs where there are any (the best per size is taken from them).
         runs = [res for g, res in got[key] if fast(g)] or [res for _, res in got[key]]
         results.extend(runs)
-    date = subprocess.run(["date", "-u", "+%F %T"], capture_output=True, text=True).stdout.strip()
-    state = ", ".join(f"{g:.1f}" if g else "?" for g in states)
-    lines = [f"# shaddr cost model: shaddr-model measure -n {args.ranks} --repeat {args.repeat}, "
-             f"{os.uname().nodename}, {date} UTC",
-             f"# cross-core copy of 256 KiB before each job (GB/s): {state}",
-             f"# measured only in the slow state: {', '.join(slow_only) or 'none'}",
-             f"# load average at the end: {os.getloadavg()[0]:.1f}"]
-    for who, *_ in libs:
+    say(f"measured in {int(time.time() - t0)} s")
+    return {"libs": [w for w, *_ in libs], "libdocs": libdocs, "tunes": [n for n, *_ in tunes],
+            "tuned": tuned, "benches": [w for w, *_ in benches], "docs": docs,
+            "states": states, "slow_only": slow_only, "ref_gbs": ref(),
+            "failed": [k for k, *_ in jobs if not got[k]]}
+
+
+def model_lines(m, ranks):
+    """The `model.` lines of a measurement (run_jobs()'s result)."""
+    lines = []
+    libdocs = m["libdocs"]
+    for who in m["libs"]:
         if who == "patch":
-            if libdocs[who] and libdocs["slots"]:
-                lines += layer_lines(who, libdocs[who], libdocs["slots"], args.ranks)
+            if libdocs[who] and libdocs.get("slots"):
+                lines += layer_lines(who, libdocs[who], libdocs["slots"], ranks)
         elif libdocs[who]:
-            lines += bench_lines(who, libdocs[who], args.ranks)
-    for name, *_ in tunes:
+            lines += bench_lines(who, libdocs[who], ranks)
+    for name in m["tunes"]:
         merged = {}
-        for run_lines in tuned[name]:
+        for run_lines in m["tuned"][name]:
             for key, v in run_lines.items():
                 _, who, coll = key.split(".")
                 if coll in ("gather", "scatter") and who in (name, "slots") and \
@@ -276,15 +308,260 @@ def measure(args):
         # The run with the best time at 64 KiB (as bench_points: the fast state's).
         lines += [f"{k}=" + "{:.3f}/{:.3f}@{}".format(*min(v, key=lambda x: x[0] + 65.536 / x[1]))
                   for k, v in merged.items()]
-    for who, _, _ in benches:
-        if docs[who]:
-            lines += bench_lines(who, docs[who], args.ranks)
+    for who in m["benches"]:
+        if m["docs"][who]:
+            lines += bench_lines(who, m["docs"][who], ranks)
+    return lines
+
+
+def point_lines(who, docs, ranks):
+    """`point.<who>.<coll>=<bytes>:<us>@<ranks> ...`: the measured times themselves (each
+    size's best, as the fits use), which libshaddr interpolates between inside the measured
+    range: two sizes at least, so not the Barrier (its `model.` line is its time)."""
+    out = []
+    for coll, pts in sorted(bench_points(docs).items()):
+        if coll not in COLLS or coll == "barrier":
+            continue
+        pts = [(s, t) for s, t in pts if t > 0 and s > 0]
+        if len(pts) >= 2:
+            out.append(f"point.{who}.{coll}=" + " ".join(f"{s}:{t:.3f}@{ranks}" for s, t in pts))
+    return out
+
+
+def all_point_lines(m, ranks):
+    """Every side measured with shaddr-bench: libshaddr's paths (not `patch`, a fixed cost
+    over the slots) and the fallbacks."""
+    out = []
+    for who in m["libs"]:
+        if who != "patch" and m["libdocs"][who]:
+            out += point_lines(who, m["libdocs"][who], ranks)
+    for who in m["benches"]:
+        if m["docs"][who]:
+            out += point_lines(who, m["docs"][who], ranks)
+    return out
+
+
+def utc_now():
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+
+
+def measure(args):
+    m = run_jobs(args)
+    state = ", ".join(f"{g:.1f}" if g else "?" for g in m["states"])
+    lines = [f"# shaddr cost model: shaddr-model measure -n {args.ranks} --repeat {args.repeat}, "
+             f"{os.uname().nodename}, {utc_now()} UTC",
+             f"# cross-core copy of 256 KiB before each job (GB/s): {state}",
+             f"# measured only in the slow state: {', '.join(m['slow_only']) or 'none'}",
+             f"# load average at the end: {os.getloadavg()[0]:.1f}"]
+    lines += model_lines(m, args.ranks)
     text = "\n".join(lines) + "\n"
     if args.o:
         with open(args.o, "w") as f:
             f.write(text)
         say(f"wrote {args.o} (SHADDR_TUNING_FILE={args.o})")
     sys.stdout.write(text)
+
+
+# --- calibration: the measurement kept per machine, where libshaddr reads it ----------------
+# The header's fields, `# <field>: <value>`; `mpi-builds` and `machine` decide whether a file
+# still describes this machine (cached() below).
+CAL_TITLE = "# shaddr calibration (tools/shaddr-model calibrate)"
+
+
+def info_calibration_path(build, env=None):
+    """The calibration's path as libshaddr forms it: `shaddr-info --calibration-path` (the
+    machine key is libshaddr's; this tool never derives it). None when calibration is off;
+    exits when shaddr-info cannot say."""
+    exe = os.path.join(build, "tools", "shaddr-info")
+    try:
+        p = subprocess.run([exe, "--calibration-path"], capture_output=True, text=True,
+                           env=env, timeout=60)
+    except OSError as e:
+        sys.exit(f"shaddr-model: {exe}: {e} (build first: make userspace)")
+    path = p.stdout.strip()
+    if p.returncode or not path:
+        sys.exit(f"shaddr-model: {exe} --calibration-path failed: {p.stderr.strip()}")
+    return None if path == "off" else path
+
+
+def machine_key(build):
+    """The machine key: the file name libshaddr gives this machine's calibration when
+    $SHADDR_CALIBRATION does not name one."""
+    env = {k: v for k, v in os.environ.items() if k != "SHADDR_CALIBRATION"}
+    try:
+        path = info_calibration_path(build, env)
+    except SystemExit:  # no default path (no $HOME): no key either
+        return "unknown"
+    return os.path.basename(path).removesuffix(".model") if path else "unknown"
+
+
+def file_id(path):
+    """A short content hash of a file, or "absent"."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:
+        return "absent"
+
+
+def linked_library(exe, stem):
+    """The file @exe loads for the library named @stem (e.g. libmpi.so), by ldd, or None."""
+    try:
+        out = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for ln in out.splitlines():
+        f = ln.split()
+        if len(f) >= 3 and f[0].startswith(stem + ".") and f[1] == "=>":
+            return os.path.realpath(f[2])
+    return None
+
+
+def mpi_builds(build, patched=None):
+    """The MPI libraries the fallbacks' curves were measured on: name -> id (a content hash;
+    for the patched MPICH its build cache key), "absent" where there is none."""
+    tools = os.path.join(build, "tools")
+    out = {}
+    lib = linked_library(os.path.join(tools, "shaddr-bench-mpich"), "libmpich.so")
+    out["mpich"] = file_id(lib) if lib else "absent"
+    lib = linked_library(os.path.join(tools, "shaddr-bench-openmpi"), "libmpi.so")
+    out["openmpi"] = file_id(lib) if lib else "absent"
+    patched = patched or os.path.join(build, "mpich")
+    try:
+        with open(os.path.join(patched, ".shaddr-mpich-key")) as f:
+            out["mpich-patched"] = "key:" + f.read().strip()
+    except OSError:
+        out["mpich-patched"] = file_id(os.path.realpath(os.path.join(patched, "lib",
+                                                                     "libmpich.so")))
+    return out
+
+
+def builds_text(builds):
+    return " ".join(f"{k}={v}" for k, v in sorted(builds.items()))
+
+
+def read_header(path):
+    """{field: value} of a calibration file's `# field: value` lines; None when it cannot be
+    read or is not a calibration."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    lines = text.splitlines()
+    if not lines or lines[0] != CAL_TITLE:
+        return None
+    out = {"lines": sum(1 for ln in lines if ln.startswith(("model.", "point.")))}
+    for ln in lines[1:]:
+        if ln.startswith("# ") and ": " in ln:
+            k, v = ln[2:].split(": ", 1)
+            out.setdefault(k, v)
+    return out
+
+
+def stale_reason(head, key, builds):
+    """Why the calibration with header @head does not describe this machine and these MPI
+    builds, or None when it does."""
+    if head is None:
+        return "none there (or not one shaddr-model calibrate wrote)"
+    if not head["lines"]:
+        return "it holds no curves"
+    if head.get("machine") != key:
+        return f"measured on machine {head.get('machine')}, this is {key}"
+    if head.get("mpi-builds") != builds_text(builds):
+        return f"MPI builds changed ({head.get('mpi-builds')} -> {builds_text(builds)})"
+    return None
+
+
+def judge_state(m, prior_best):
+    """The machine state the measurement met, in words, and the best probe seen on this
+    machine so far (GB/s). "fast": every job's kept runs within FAST_SHARE of the best probe
+    (this measurement's or an earlier calibration's); "slow": the whole measurement below
+    that share of an earlier calibration's best; "mixed": the jobs measured only slow named."""
+    best = max(m["states"] or [0])
+    seen = max(best, prior_best)
+    if seen <= 0:
+        return "unknown (no cross-core probe)", seen
+    if best < FAST_SHARE * seen:
+        return (f"slow (best probe {best:.1f} GB/s, this machine has shown {seen:.1f})", seen)
+    if m["slow_only"]:
+        return (f"mixed (fast from {FAST_SHARE * seen:.1f} GB/s; measured only in the slow "
+                f"state: {', '.join(m['slow_only'])})", seen)
+    basis = "" if prior_best else "; the first calibration here: judged against its own probes"
+    return f"fast (every job at >= {FAST_SHARE * seen:.1f} GB/s{basis})", seen
+
+
+def calibration_text(m, ranks, key, builds, prior_best, command):
+    """The calibration file: the header, then `model.` and `point.` lines."""
+    state, seen = judge_state(m, prior_best)
+    probes = " ".join(f"{g:.1f}" if g else "?" for g in m["states"])
+    lines = [CAL_TITLE,
+             f"# date: {utc_now()} UTC",
+             f"# host: {os.uname().nodename}",
+             f"# machine: {key}",
+             f"# mpi-builds: {builds_text(builds)}",
+             f"# state: {state}",
+             f"# cross-core-gbs: {probes} (256 KiB copied across cores, before each job)",
+             f"# best-cross-core-gbs: {seen:.1f}",
+             f"# failed: {', '.join(m.get('failed', [])) or 'none'}",
+             f"# load: {os.getloadavg()[0]:.1f} (1-minute load average at the end)",
+             f"# command: {command}"]
+    lines += model_lines(m, ranks)
+    lines += all_point_lines(m, ranks)
+    return "\n".join(lines) + "\n", state
+
+
+def write_atomic(path, text):
+    """Writes @path whole or not at all: a reader (libshaddr in a running job) never sees half
+    a calibration."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".calib.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def calibrate(args):
+    """Measures this machine into the calibration file libshaddr reads, unless the file there
+    already describes this machine and these MPI builds (--force measures again)."""
+    path = args.path or info_calibration_path(args.build)
+    if path is None:
+        say("calibration off (SHADDR_CALIBRATION=off): nothing to do")
+        return 0
+    key = machine_key(args.build)
+    builds = mpi_builds(args.build, args.mpich)
+    head = read_header(path)
+    why = stale_reason(head, key, builds)
+    if head is None and os.path.exists(path) and not args.force:
+        say(f"{path} is not a calibration this tool wrote: left alone (--force replaces it)")
+        return 1
+    if why is None and not args.force:
+        say(f"calibration up to date: {path} ({head.get('date')}, state {head.get('state')}); "
+            "--force measures again")
+        return 0
+    prior = 0.0
+    if head and head.get("machine") == key:
+        try:
+            prior = float(head.get("best-cross-core-gbs", "0"))
+        except ValueError:
+            pass
+    say(f"calibrating {path}: {'--force' if why is None else why}; "
+        f"{'--quick: one round' if args.quick else f'{args.repeat} rounds'} of every job, "
+        f"then up to {args.wait} s waiting for the fast state if a job has not met it")
+    m = run_jobs(args, prior)
+    command = "tools/shaddr-model calibrate" + (" --quick" if args.quick else "") + \
+        (" --force" if args.force else "")
+    text, state = calibration_text(m, args.ranks, key, builds, prior, command)
+    if not any(ln.startswith("point.") for ln in text.splitlines()):
+        say("no job gave results: calibration not written")
+        return 1
+    write_atomic(path, text)
+    say(f"wrote {path}: state {state}")
+    return 0
 
 
 def fit(args):
@@ -329,23 +606,31 @@ def inc(args):
     print("};")
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(TOP, "build"))
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure")
-    m.add_argument("-n", "--ranks", type=int, default=2)
-    m.add_argument("--repeat", type=int, default=3)
-    m.add_argument("--sizes", default="8:4M")
-    m.add_argument("--wait", type=int, default=900,
-                   help="seconds to wait for the fast state for jobs not yet measured in it")
-    m.add_argument("--mpich", help="the patched MPICH's prefix (default BUILD/mpich)")
+    c = sub.add_parser("calibrate", help="measure into this machine's calibration file "
+                       "(shaddr-info --calibration-path), unless it is up to date")
+    for p in (m, c):
+        p.add_argument("-n", "--ranks", type=int, default=2)
+        p.add_argument("--repeat", type=int, default=3)
+        p.add_argument("--sizes", default="8:4M")
+        p.add_argument("--wait", type=int, default=900,
+                       help="seconds to wait for the fast state for jobs not yet measured in it")
+        p.add_argument("--mpich", help="the patched MPICH's prefix (default BUILD/mpich)")
     m.add_argument("-o")
+    c.add_argument("--quick", action="store_true",
+                   help="one round of every job, 120 s at most waiting for the fast state")
+    c.add_argument("--force", action="store_true", help="measure even if the file is up to date")
+    c.add_argument("--path", help="write here instead (default: shaddr-info --calibration-path)")
     f = sub.add_parser("fit")
     f.add_argument("-n", "--ranks", type=int, default=2)
     f.add_argument("files", nargs="+", help="WHO=shaddr-bench.json")
     i = sub.add_parser("inc")
     i.add_argument("file")
-    args = ap.parse_args()
-    {"measure": measure, "fit": fit, "inc": inc}[args.cmd](args)
-
+    args = ap.parse_args(argv)
+    if args.cmd == "calibrate" and args.quick:
+        args.repeat, args.wait = 1, min(args.wait, 120)
+    return {"measure": measure, "calibrate": calibrate, "fit": fit, "inc": inc}[args.cmd](args)
