@@ -205,27 +205,20 @@ constexpr SettingDef kSettings[] = {
           "`1` (or `SHADDR_VERBOSE=1` once libshaddr is loaded): rank 0 says whether "
           "libshaddr was loaded, every fallback and why, and each communicator's libshaddr call counters when it is "
           "freed"),
-    other("MPIR_CVAR_BCAST_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
-          "`-1`: libshaddr's selection (`shaddr_select`) decides per size whether a Bcast runs "
-          "in libshaddr or on `release_gather`; `0` or more: Bcasts of at least this many bytes "
-          "run in libshaddr, smaller ones on `release_gather`"),
-    other("MPIR_CVAR_REDUCE_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
-          "the same for Reduce and Allreduce"),
-    other("MPIR_CVAR_ALLGATHER_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
-          "the same for Allgather (bytes of one block; the fallback is MPIR's)"),
-    other("MPIR_CVAR_ALLTOALL_POSIX_SHADDR_MSG_SIZE_MIN", "env (patched MPICH)", "`-1`",
-          "the same for Alltoall (bytes of one block; the fallback is MPIR's)"),
     other("MPIR_CVAR_CH4_POSIX_COLL_SELECTION_TUNING_JSON_FILE", "env (patched MPICH)", "—",
           "json file replacing the posix selection tree (read from this CVAR since patch "
           "0001)"),
+    other("SHADDR_CALIBRATE", "env", "`1`",
+          "`0`: `tools/shaddr-compare` (`make run`, `make bench`) does not first measure this "
+          "machine's calibration when it is missing or stale (`tools/shaddr-model calibrate`)"),
     other("SHADDR_BUILD", "env", "`build`",
-          "build directory `tools/shaddr-mpich` and `tests/mpich/run-mpich-tests` use "
+          "build directory `tools/shaddr-mpich` and `tests/mpich-patch/run-mpich-tests` use "
           "(libshaddr from it, MPICH into `<it>/mpich`)"),
     other("SHADDR_CACHE", "env", "`$XDG_CACHE_HOME/shaddr`",
           "where `tools/shaddr-mpich` and `tools/shaddr-mpich-source` cache the MPICH source and "
           "the patched MPICH's builds"),
     other("SHADDR_MPICH_TEST_TIMEOUT", "env", "`300`",
-          "seconds per MPI run in `tests/mpich/run-mpich-tests`"),
+          "seconds per MPI run in `tests/mpich-patch/run-mpich-tests`"),
     other("SHADDR_VM_KERNEL", "env", "`6.1`",
           "kernel `tools/shaddr-vm` boots when `--kernel` is not given (`6.1`, `6.12`, "
           "`debug` or an exact version)"),

@@ -188,7 +188,7 @@ TEST_P(Coll, PeerThatDiedIsReportedNotWaitedFor) {
               if (rank == 2) _exit(0);  // gone without a word
               const int rc = shaddr_barrier(comm);
               REQUIRE(rc == -EOWNERDEAD, 1, "barrier with a dead peer returned %d", rc);
-              shaddr_comm_free(comm);  // fails too (the peer is still gone); frees anyway
+              shaddr_comm_free(comm);
               return 0;
             }),
             0);
@@ -196,8 +196,7 @@ TEST_P(Coll, PeerThatDiedIsReportedNotWaitedFor) {
 }
 
 // A peer may do its part and exit between a waiter's last look at the flag and its check that
-// the peer lives (one leaves shaddr_comm_free's closing barrier as soon as it has seen everyone
-// arrive). The waiter must look again before calling the peer dead. Here the peer is gone and
+// the peer lives (one leaves a closing barrier as soon as it has seen everyone arrive). The waiter must look again before calling the peer dead. Here the peer is gone and
 // the flag "turns up" exactly at that second look: the liveness check comes after 4095 waits.
 TEST_P(Coll, PeerThatExitedAfterItsPartIsNotDead) {
   setenv("SHADDR_BACKEND", backend_setting(GetParam()).c_str(), 1);

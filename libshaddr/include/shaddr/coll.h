@@ -160,8 +160,11 @@ struct shaddr_comm_stats {
 SHADDR_API int shaddr_comm_create(const struct shaddr_host *host, shaddr_comm_t **out);
 
 /**
- * shaddr_comm_free() - free a node communicator (collective: waits until no peer still reads
- * this rank's memory). Passing NULL is a no-op returning 0.
+ * shaddr_comm_free() - free this rank's side of a node communicator
+ *
+ * Local: it waits for no peer, so ranks may free at different times, also inside another
+ * communicator's collective. Every collective on @comm must have returned on this rank.
+ * Passing NULL is a no-op. Return: 0.
  */
 SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm);
 
