@@ -172,6 +172,9 @@ int parse_points(std::string_view rest, CostCurve *curve, Bad &&bad) {
       pts.push_back(p);
     }
     if (pts.size() < 2) return bad("fewer than two points");
+    // A call of a path is not slower than a larger one of the same path: a point above a later
+    // one is noise (the first size also pays the warm-up), which would flip the plan there.
+    for (size_t i = pts.size() - 1; i-- > 0;) pts[i].us = std::min(pts[i].us, pts[i + 1].us);
   }
   curve->points = std::move(pts);
   curve->points_ranks = ranks;

@@ -188,6 +188,16 @@ TEST(Plan, CalibrationPointsWinOverLines) {
                        return 0;
                      }),
             0);
+  // A point above a later one of the same path (a warm-up) counts as that later one.
+  TextFile warm(
+      "SHADDR_SLOT_MAX=4096\n"
+      "point.slots.bcast=8:0.26 16:0.27 32:0.30\n"
+      "point.mpich.bcast=8:0.67 16:0.24 32:0.25\n");
+  EXPECT_EQ(on_ranks(2, "shm", {{"SHADDR_CALIBRATION", warm.path}}, [&](shaddr_comm_t *c, int) {
+              const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+              return shaddr_plan_lookup(p, SHADDR_COLL_BCAST, 8, 0)->use_fallback ? 0 : 1;
+            }),
+            0);
   // A tuning file's line replaces the calibration's whole curve, points included.
   TextFile tuning("model.mpich.bcast=1000/1\n");
   EXPECT_EQ(on_ranks(2, "shm",
