@@ -105,9 +105,10 @@ void agree_plan(State *s) {
   const shaddr_plan *p = s->sc ? shaddr_comm_plan(s->sc, kFallback) : nullptr;
   if (p) mine = *p;
   const uint64_t d = p ? fallback_digest(mine) : 0;
-  // The maximum of the digest and of its complement: equal digests leave d and ~d.
+  // The bitwise or of the digest and of its complement over the ranks with a plan (the others
+  // add zeros): equal digests leave d and ~d, different ones a bit set in both.
   uint64_t v[3] = {d, p ? ~d : 0, p ? 0u : 1u}, agreed[3];
-  PMPI_Allreduce(v, agreed, 3, MPI_UINT64_T, MPI_MAX, s->comm);
+  PMPI_Allreduce(v, agreed, 3, MPI_UINT64_T, MPI_BOR, s->comm);
   s->plan.reset();
   if (agreed[0] == 0 && agreed[1] == 0) {
     s->why = "no node communicator has a plan";
