@@ -16,23 +16,11 @@
 
 #include "bootstrap.h"
 #include "shaddr/coll.h"
+#include "text_file.h"
 
 namespace shaddr {
 namespace {
 
-// A file of `text`, removed with the object.
-struct TextFile {
-  std::string path;
-  explicit TextFile(const std::string &text) {
-    char tmpl[] = "/tmp/shaddr-plan-test.XXXXXX";
-    const int fd = mkstemp(tmpl);
-    path = tmpl;
-    FILE *f = fdopen(fd, "w");
-    std::fputs(text.c_str(), f);
-    std::fclose(f);
-  }
-  ~TextFile() { unlink(path.c_str()); }
-};
 
 // Runs fn on n forked ranks over @backend (heap off) with @env set first (rank 0 is this
 // process: the variables are removed again afterwards).

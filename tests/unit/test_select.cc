@@ -16,6 +16,7 @@
 #include "bootstrap.h"
 #include "select.h"
 #include "shaddr/coll.h"
+#include "text_file.h"
 
 namespace shaddr {
 namespace {
@@ -69,19 +70,6 @@ TEST(SelectModel, CurveIsTheLowerEnvelopeScaledAlike) {
   EXPECT_LT(c.time_us(SHADDR_COLL_BCAST, 8, 2), 0);
 }
 
-// A tuning file of `lines` for every rank (the same file, or per rank with `rank1_lines`).
-struct TuningFile {
-  std::string path;
-  explicit TuningFile(const std::string &lines) {
-    char tmpl[] = "/tmp/shaddr-select-test.XXXXXX";
-    const int fd = mkstemp(tmpl);
-    path = tmpl;
-    FILE *f = fdopen(fd, "w");
-    std::fputs(lines.c_str(), f);
-    std::fclose(f);
-  }
-  ~TuningFile() { unlink(path.c_str()); }
-};
 
 // Runs fn on 2 forked ranks over shm with SHADDR_TUNING_FILE = path (removed again after: rank
 // 0 is this process).
@@ -116,7 +104,7 @@ TEST(Select, WeighsLibshaddrAgainstTheFallback) {
   // libshaddr's slots cost 1 us + 1 GB/s, the FIFO 2 us + 10 GB/s; MPICH 0.5 us + 1 GB/s,
   // so MPICH wins the slot sizes (by 0.5 us), the FIFO wins from the point where 2 + s/10000
   // < 0.5 + s/1000: s > 1667 B, which is inside the slots' range, so every FIFO size.
-  TuningFile tf(
+  TextFile tf(
       "SHADDR_SLOT_MAX=4096\n"
       "model.slots.bcast=1/1\n"
       "model.fifo.bcast=2/10\n"
@@ -145,7 +133,7 @@ TEST(Select, WeighsLibshaddrAgainstTheFallback) {
 // The patched MPICH's layers around a libshaddr call (`patch` lines) count against libshaddr
 // where the fallback is its release_gather (mpich-posix), and only there.
 TEST(Select, ThePatchedMpichsLayersCountAgainstLibshaddrThere) {
-  TuningFile tf(
+  TextFile tf(
       "model.slots.reduce=0.2/1000000\n"
       "model.mpich-posix.reduce=0.3/1000000\n"
       "model.mpich.reduce=0.3/1000000\n"
@@ -163,7 +151,7 @@ TEST(Select, ThePatchedMpichsLayersCountAgainstLibshaddrThere) {
 }
 
 TEST(Select, ReductionsTheLibraryCannotDoFallBack) {
-  TuningFile tf("");
+  TextFile tf("");
   EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
               auto a = ask(c, SHADDR_COLL_ALLREDUCE, 1 << 20, SHADDR_FALLBACK_NONE, 0);
               if (a.algo != SHADDR_ALGO_FALLBACK) return 1;
@@ -179,7 +167,7 @@ TEST(Select, ReductionsTheLibraryCannotDoFallBack) {
 // What shaddr_select reports is what the collective runs: the slots and the FIFO are counted
 // as fifo_calls, the single-copy algorithms are not.
 TEST(Select, ReportsTheAlgorithmTheCollectiveRuns) {
-  TuningFile tf("");
+  TextFile tf("");
   EXPECT_EQ(run_forked(2, [&](const shaddr_host &h) {
               setenv("SHADDR_BACKEND", "cma", 1);
               setenv("SHADDR_HEAP", "off", 1);
@@ -224,8 +212,8 @@ TEST(Select, ReportsTheAlgorithmTheCollectiveRuns) {
 
 // Ranks that would answer differently cannot make a communicator.
 TEST(Select, ModelMismatchIsRefusedOnEveryRank) {
-  TuningFile a("model.mpich.bcast=0.5/1\n"), b("model.mpich.bcast=0.6/1\n"), bad("model.x.y=1\n");
-  for (const TuningFile *rank1 : {&b, &bad}) {
+  TextFile a("model.mpich.bcast=0.5/1\n"), b("model.mpich.bcast=0.6/1\n"), bad("model.x.y=1\n");
+  for (const TextFile *rank1 : {&b, &bad}) {
     EXPECT_EQ(run_forked(2, [&](const shaddr_host &h) {
                 setenv("SHADDR_BACKEND", "shm", 1);
                 setenv("SHADDR_TUNING_FILE", (h.rank == 1 ? rank1 : &a)->path.c_str(), 1);
@@ -247,7 +235,7 @@ TEST(Select, RejectsBadArguments) {
   EXPECT_EQ(shaddr_select(nullptr, &q, &a), -EINVAL);
   EXPECT_STREQ(shaddr_algo_name(SHADDR_ALGO_FIFO), "fifo");
   EXPECT_STREQ(shaddr_algo_name(SHADDR_ALGO_COUNT), "?");
-  TuningFile tf("");
+  TextFile tf("");
   EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
               shaddr_selection out{};
               shaddr_select_query bad{static_cast<shaddr_coll>(SHADDR_COLL_COUNT), 8, 1, 0,
