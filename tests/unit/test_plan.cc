@@ -16,32 +16,12 @@
 
 #include "bootstrap.h"
 #include "shaddr/coll.h"
-#include "text_file.h"
+#include "plan_test_util.h"
 
 namespace shaddr {
 namespace {
 
 
-// Runs fn on n forked ranks over @backend (heap off) with @env set first (rank 0 is this
-// process: the variables are removed again afterwards).
-int on_ranks(int n, const char *backend, const std::vector<std::pair<std::string, std::string>> &env,
-             const std::function<int(shaddr_comm_t *, int)> &fn) {
-  const int rc = run_forked(n, [&](const shaddr_host &h) {
-    setenv("SHADDR_BACKEND", backend, 1);
-    setenv("SHADDR_HEAP", "off", 1);
-    for (const auto &[k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    shaddr_comm_t *c = nullptr;
-    if (shaddr_comm_create(&h, &c)) {
-      std::fprintf(stderr, "create: %s\n", shaddr_last_error());
-      return 100;
-    }
-    const int rc = fn(c, h.rank);
-    shaddr_comm_free(c);
-    return rc;
-  });
-  for (const auto &[k, v] : env) unsetenv(k.c_str());
-  return rc;
-}
 
 // Runs @coll with @bytes (one block where it has blocks) on every rank of @c.
 int run_coll(shaddr_comm_t *c, shaddr_coll coll, size_t bytes, std::vector<char> &in,

@@ -16,7 +16,7 @@
 #include "bootstrap.h"
 #include "select.h"
 #include "shaddr/coll.h"
-#include "text_file.h"
+#include "plan_test_util.h"
 
 namespace shaddr {
 namespace {
@@ -70,25 +70,10 @@ TEST(SelectModel, CurveIsTheLowerEnvelopeScaledAlike) {
   EXPECT_LT(c.time_us(SHADDR_COLL_BCAST, 8, 2), 0);
 }
 
-
 // Runs fn on 2 forked ranks over shm with SHADDR_TUNING_FILE = path (removed again after: rank
 // 0 is this process).
 int with_model(const std::string &path, const std::function<int(shaddr_comm_t *, int)> &fn) {
-  struct Unset {
-    ~Unset() { unsetenv("SHADDR_TUNING_FILE"); }
-  } unset;
-  return run_forked(2, [&](const shaddr_host &h) {
-    setenv("SHADDR_BACKEND", "shm", 1);
-    setenv("SHADDR_TUNING_FILE", path.c_str(), 1);
-    shaddr_comm_t *c = nullptr;
-    if (shaddr_comm_create(&h, &c)) {
-      std::fprintf(stderr, "create: %s\n", shaddr_last_error());
-      return 100;
-    }
-    const int rc = fn(c, h.rank);
-    shaddr_comm_free(c);
-    return rc;
-  });
+  return on_ranks(2, "shm", {{"SHADDR_TUNING_FILE", path}}, fn);
 }
 
 shaddr_selection ask(shaddr_comm_t *c, shaddr_coll coll, size_t bytes,
