@@ -191,7 +191,7 @@ constexpr SettingDef kSettings[] = {
           "`1` (`make test-full`): `tools/shaddr-test` adds the labels `kmod-full` and "
           "`mpi-full` to what `make test` runs"),
     other("SHADDR_MPICH_COLL_TIMEOUT", "env", "`180`",
-          "seconds per MPICH `test/mpi/coll` program run by `tests/mpi/run-mpich-coll`"),
+          "seconds per MPICH `test/mpi/coll` program run by `tests/interpose/run-mpich-coll`"),
     other("MPIR_CVAR_<COLL>_POSIX_INTRA_ALGORITHM", "env (patched MPICH)", "`auto`",
           "`<COLL>` = `BCAST`, `REDUCE`, `ALLREDUCE`, `BARRIER` (also `mpir`, "
           "`release_gather`), `ALLGATHER`, `ALLTOALL` (also `mpir`): `shaddr` forces the "
@@ -270,21 +270,21 @@ constexpr SettingDef kSettings[] = {
           "calls of the collectives' soak test (`make test` under ASan and `make test-full` in "
           "the VM: 2000)"),
     other("SHADDR_SCALAPACK_TIMEOUT", "env", "Open MPI `120`, MPICH `500`",
-          "seconds per driver run in `tests/mpi/run-scalapack`"),
+          "seconds per driver run in `tests/interpose/run-scalapack`"),
     other("SHADDR_TEST_LACON_POISON", "env", "—",
-          "`rank`: `tests/mpi/scalapack/lacon_est.c` leaves a rank-dependent EST, to show"
+          "`rank`: `tests/interpose/scalapack/lacon_est.c` leaves a rank-dependent EST, to show"
           " ScaLAPACK's own failure stock (`lacon-bug`); `trace`: EST initialised, every "
           "PSLACON call traced (`lacon-trace`)"),
     other("SHADDR_TEST_LACON_TRACE_DIR", "env", "—",
           "with `SHADDR_TEST_LACON_POISON=trace`: directory of the per-rank PSLACON traces "
-          "(`rank-R`; `tests/mpi/run-scalapack lacon-trace` sets it)"),
+          "(`rank-R`; `tests/interpose/run-scalapack lacon-trace` sets it)"),
     other("SHADDR_SCALAPACK_DIR", "env", "`/usr/lib/x86_64-linux-gnu/scalapack`",
-          "the ScaLAPACK test drivers `tests/mpi/run-scalapack` runs"),
+          "the ScaLAPACK test drivers `tests/interpose/run-scalapack` runs"),
     other("SHADDR_SCALAPACK_DATA", "env", "`/usr/share/scalapack`", "the drivers' input files"),
     other("SHADDR_EXPECT", "env", "—",
-          "`tests/mpi/coll_diff.c`: what the interposer's counters must show (`accel`, `hier`, "
+          "`tests/interpose/coll_diff.c`: what the interposer's counters must show (`accel`, `hier`, "
           "`off`, `none`); `SHADDR_EXPECT_MESH=1`: the leaders' mesh Alltoall ran; "
-          "`SHADDR_EXPECT_HEAP=1` (also `tests/mpi/heap_jacobi.c`): some transfer went "
+          "`SHADDR_EXPECT_HEAP=1` (also `tests/interpose/heap_jacobi.c`): some transfer went "
           "through the heap layer, `0`: none did"),
     other("max_slots", "module parameter", "`3`",
           "window slots per open file (1–16)"),

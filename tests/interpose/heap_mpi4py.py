@@ -10,7 +10,7 @@ through comm.Bcast, Reduce, Allreduce (also in place), Allgather and Alltoall (t
 buffer-protocol methods), and each result is checked against one computed here with NumPy from
 every rank's data (regenerated from its seed). Exit 1 on any mismatch.
 
-The interposer's counters (shaddr_interpose_get_stats, found by dlsym like tests/mpi's C tests;
+The interposer's counters (shaddr_interpose_get_stats, found by dlsym like tests/interpose's C tests;
 its struct is read from libshaddr/interpose/shaddr_interpose.h) are summed over the ranks:
   SHADDR_EXPECT_HEAP=1  some transfer went through the heap layer (and the interposer ran
                         collectives in libshaddr);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Test-only LD_PRELOAD library for Debian's ScaLAPACK 2.2.1 test drivers
- * (tests/mpi/run-scalapack): the caller's EST is set to zero when PSLACON/PDLACON starts a new
+ * (tests/interpose/run-scalapack): the caller's EST is set to zero when PSLACON/PDLACON starts a new
  * estimate (KASE = 0), so the estimator no longer reads an uninitialised variable.
  *
  * Why: ScaLAPACK 2.2.1's PSLACON/PDLACON copy the caller's EST into their work variable on every

@@ -19,7 +19,7 @@
  *     reports as MPI_ERR_TRUNCATE or leaves undefined), each on its own dup of MPI_COMM_WORLD
  *     with MPI_ERRORS_RETURN and buffers that end right before a PROT_NONE page, so a write or
  *     read past them faults. Prints one line per case and rank: the error class returned. The
- *     driver (tests/mpi/test-type-fuzz) runs this stock and under shaddr-run and requires the
+ *     driver (tests/interpose/test-type-fuzz) runs this stock and under shaddr-run and requires the
  *     same lines, with a time limit against hangs. --only/--skip take comma-separated case
  *     names (the cases where the MPI itself hangs or corrupts memory are skipped for it).
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Test-only LD_PRELOAD observer for Debian's ScaLAPACK 2.2.1 eigensolver drivers xssyevr,
- * xdsyevr, xcheevr and xzheevr (tests/mpi/run-scalapack): notes on stderr when the driver calls
+ * xdsyevr, xcheevr and xzheevr (tests/interpose/run-scalapack): notes on stderr when the driver calls
  * P?SYEVR/P?HEEVR with VL or VU holding a NaN. It changes nothing.
  *
  * Why: their testers (P?SEPRTST) pass VL and VU without ever setting them to the subtests with

@@ -2,7 +2,7 @@
 /*
  * What MPICH's test/mpi/configure finds on Debian 12 (x86-64) for both Debian's MPICH and Open
  * MPI (the two generated headers differ only in HAVE_MPI_INTEGER16, a Fortran type no coll test
- * uses). tests/mpi/run-mpich-coll compiles the coll tests straight with mpicc against this
+ * uses). tests/interpose/run-mpich-coll compiles the coll tests straight with mpicc against this
  * header: configure plus the suite's libtool build would cost about 8 minutes per MPI here,
  * the direct build of the programs this project runs well under one.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What SHADDR_VERIFY=1 must catch (tests/mpi/test-verify runs it):
+ * What SHADDR_VERIFY=1 must catch (tests/interpose/test-verify runs it):
  *
  *   verify_check clean      Bcast, Allreduce (double sum: a tolerance case), Allgather and
  *                           Gather with right arguments: must pass, silently;
