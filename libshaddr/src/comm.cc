@@ -99,6 +99,7 @@ Tuning Tuning::from_env(int nranks) {
     t.min_set[coll] = coll != SHADDR_COLL_BARRIER && (all_set || in.is_set(name.c_str()));
     t.min_bytes[coll] = t.min_set[coll] ? in.size(name.c_str(), all) : 0;
   }
+  t.plan_margin_pct = static_cast<int>(in.size("SHADDR_PLAN_MARGIN", 10));
   t.fail_inject = in.size("SHADDR_FAIL_INJECT", 0);
   t.fail_inject_rank =
       in.is_set("SHADDR_FAIL_INJECT_RANK")

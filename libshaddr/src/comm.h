@@ -50,6 +50,9 @@ struct Tuning {
   // to the caller's fallback and the others to libshaddr, instead of the model's choice.
   size_t min_bytes[SHADDR_COLL_COUNT];
   bool min_set[SHADDR_COLL_COUNT];
+  // SHADDR_PLAN_MARGIN: how much faster (percent) the model must have libshaddr for the plan
+  // to choose it over the caller's collective (and whether narrow ranges are smoothed away).
+  int plan_margin_pct;
   uint64_t fail_inject;        // SHADDR_FAIL_INJECT: the n-th fallible step fails (0: off)
   int fail_inject_rank;        // SHADDR_FAIL_INJECT_RANK: only on this rank (-1: every rank)
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)

@@ -95,8 +95,15 @@ class Builder {
       return d;
     }
     const double mine = time_us(table, d.algo, bytes), theirs = fallback_time(coll, bytes);
-    d.use_fallback = mine >= 0 && theirs >= 0 && mine > theirs;
+    d.use_fallback = mine >= 0 && theirs >= 0 && mine > theirs * (1 - margin());
     return d;
+  }
+
+  // SHADDR_PLAN_MARGIN as a fraction: libshaddr must be modelled this much faster. Not where
+  // the user set SHADDR_MIN_<COLL> or where there is no fallback to weigh against.
+  double margin() const { return c_.tuning().plan_margin_pct / 100.0; }
+  bool weighed(int table) const {
+    return fallback_ != SHADDR_FALLBACK_NONE && !c_.tuning().min_set[table_coll(table)];
   }
 
   double time_us(int table, shaddr_algo algo, size_t bytes) const {
@@ -142,40 +149,73 @@ class Builder {
 
   // Fills @out with the steps of @table. False if they do not fit SHADDR_PLAN_MAX_STEPS.
   bool build(int table, shaddr_plan_table *out) const {
-    const std::vector<size_t> at = samples(table);
+    std::vector<Range> r = ranges(table);
+    if (weighed(table) && margin() > 0) smooth(&r);
+    if (r.size() > SHADDR_PLAN_MAX_STEPS) return false;
+    const shaddr_coll coll = table_coll(table);
     out->nsteps = 0;
-    size_t start = 0;
-    Decision cur = decide(table, 0);
-    auto close = [&](size_t upto) {
-      if (out->nsteps == SHADDR_PLAN_MAX_STEPS) return false;
+    for (const Range &x : r) {
       shaddr_plan_step &s = out->steps[out->nsteps++];
-      s.upto = upto;
-      s.algo = cur.algo;
-      s.use_fallback = cur.use_fallback;
-      const shaddr_coll coll = table_coll(table);
-      const double mine = cur.algo == SHADDR_ALGO_NONE ? -1 : time_us(table, cur.algo, start);
-      const double theirs = fallback_time(coll, start);
+      s.upto = x.upto;
+      s.algo = x.d.algo;
+      s.use_fallback = x.d.use_fallback;
+      const double mine = x.d.algo == SHADDR_ALGO_NONE ? -1 : time_us(table, x.d.algo, x.from);
+      const double theirs = fallback_time(coll, x.from);
       s.shaddr_us = mine > 0 ? mine : 0;
       s.fallback_us = theirs > 0 ? theirs : 0;
-      return true;
-    };
+    }
+    return true;
+  }
+
+ private:
+  struct Range {
+    size_t from, upto;
+    Decision d;
+  };
+
+  // The sizes of @table cut where the decision changes: every change between two samples,
+  // each found by bisection.
+  std::vector<Range> ranges(int table) const {
+    const std::vector<size_t> at = samples(table);
+    std::vector<Range> out;
+    size_t start = 0;
+    Decision cur = decide(table, 0);
     for (size_t i = 1; i < at.size(); i++) {
-      // Every change between the previous sample and this one, each found by bisection.
       while (!(decide(table, at[i]) == cur)) {
         size_t same = std::max(start, at[i - 1]), other = at[i];
         while (other - same > 1) {
           const size_t mid = same + (other - same) / 2;
           (decide(table, mid) == cur ? same : other) = mid;
         }
-        if (!close(other - 1)) return false;
+        out.push_back({start, other - 1, cur});
         start = other;
         cur = decide(table, other);
       }
     }
-    return close(SIZE_MAX);
+    out.push_back({start, SIZE_MAX, cur});
+    return out;
   }
 
- private:
+  // Where two measured curves run within the noise of each other, the model's answer flips
+  // from size to size. A libshaddr range between two of the caller's that spans less than a
+  // factor of two goes to the caller too; neighbours that then agree are joined.
+  static void smooth(std::vector<Range> *r) {
+    for (size_t i = 1; i + 1 < r->size(); i++) {
+      Range &x = (*r)[i];
+      if (!x.d.use_fallback && x.d.algo != SHADDR_ALGO_NONE && (*r)[i - 1].d.use_fallback &&
+          (*r)[i + 1].d.use_fallback && x.upto / 2 < x.from)
+        x.d.use_fallback = true;
+    }
+    std::vector<Range> joined;
+    for (const Range &x : *r) {
+      if (!joined.empty() && joined.back().d == x.d)
+        joined.back().upto = x.upto;
+      else
+        joined.push_back(x);
+    }
+    *r = std::move(joined);
+  }
+
   const Comm &c_;
   shaddr_fallback fallback_;
 };

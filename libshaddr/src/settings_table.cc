@@ -81,6 +81,12 @@ constexpr SettingDef kSettings[] = {
           "blocks' mean)"),
     typed("SHADDR_MIN_ALLTOALL", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
           "— (the plan)", "the same for Alltoall (bytes of one rank's block)"),
+    typed("SHADDR_PLAN_MARGIN", T::kInt, L::kLibrary, kEqual, kTunable, 0, 90, "", "`10`",
+          "percent: where no `SHADDR_MIN_<COLL>` is set, the plan gives a size to libshaddr "
+          "only if the cost model has it this much faster than the caller's own collective, "
+          "and leaves to the caller a libshaddr range spanning less than a factor of two "
+          "between two of the caller's (measurements differ this much from run to run); `0`: "
+          "the model's faster path at every size"),
     typed("SHADDR_CHUNK", T::kSize, L::kLibrary, kEqual, kTunable, 4 * kKi, kGi, "", "L2 / 2",
           "copy unit of pipelined transfers (a cache-sized segment)"),
     typed("SHADDR_REDUCE_UNIT", T::kSize, L::kLibrary, kEqual, kTunable, 256, 64 * kMi, "",

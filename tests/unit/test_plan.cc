@@ -184,6 +184,43 @@ TEST(Plan, CalibrationPointsWinOverLines) {
             100);
 }
 
+// SHADDR_PLAN_MARGIN: libshaddr only where it is modelled clearly faster, and no narrow
+// libshaddr range between two of the caller's; 0 follows the model size by size.
+TEST(Plan, MarginLeavesNearTiesAndNarrowWinsToTheCaller) {
+  // The FIFO 5 % faster at 32 KiB, MPICH faster at 64 and 128 KiB, the FIFO 29 % faster at
+  // 96 KiB (a range narrower than a factor of two), and far faster at 256 and 512 KiB (beyond
+  // the points, the shipped lines decide).
+  TextFile cal(
+      "SHADDR_SLOT_MAX=4096\n"
+      "point.fifo.bcast=16384:10 32768:19 65536:40 98304:50 131072:80 262144:100 524288:150\n"
+      "point.mpich.bcast=16384:10.5 32768:20 65536:38 98304:70 131072:78 262144:150 "
+      "524288:300\n");
+  for (const char *margin : {"10", "0"}) {
+    const bool smooth = std::strcmp(margin, "0") != 0;
+    EXPECT_EQ(on_ranks(2, "shm",
+                       {{"SHADDR_CALIBRATION", cal.path}, {"SHADDR_BCAST_FIFO_MAX", "1M"},
+                        {"SHADDR_PLAN_MARGIN", margin}},
+                       [&](shaddr_comm_t *c, int) {
+                         const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+                         if (!p) return 1;
+                         auto fb = [&](size_t b) {
+                           return shaddr_plan_lookup(p, SHADDR_COLL_BCAST, b, 0)->use_fallback;
+                         };
+                         if (fb(32768) != smooth) return 2;
+                         if (!fb(65536) || !fb(131072)) return 3;
+                         if (fb(98304) != smooth) return 4;
+                         if (fb(262144) || fb(400000)) return 5;
+                         // Against no fallback there is nothing to weigh: libshaddr throughout.
+                         const shaddr_plan *none = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+                         return shaddr_plan_lookup(none, SHADDR_COLL_BCAST, 65536, 0)->use_fallback
+                                    ? 6
+                                    : 0;
+                       }),
+              0)
+        << "SHADDR_PLAN_MARGIN=" << margin;
+  }
+}
+
 // Every rank builds the same plan (its digest), and different settings make different plans.
 TEST(Plan, SameOnEveryRank) {
   uint64_t first = 0;
