@@ -51,9 +51,9 @@ constexpr SettingDef kSettings[] = {
     typed("SHADDR_TUNING_FILE", T::kText, L::kLibrary, kRank, kEnvOnly, 0, 0, "", "—",
           "file of `NAME=VALUE` lines for the settings of kind `env / tuning file` (the "
           "environment wins over it) and of the cost model's `model.<who>.<coll>=` lines "
-          "(\"Selection\"; agreed on the node). `build/tools/shaddr-tune -n RANKS [--model] -o "
-          "FILE` writes one from this machine's measurements, `tools/shaddr-model measure` "
-          "the whole model"),
+          "(`docs/selection.md`; agreed on the node). `build/tools/shaddr-tune -n RANKS "
+          "[--model] -o FILE` writes one from this machine's measurements, "
+          "`tools/shaddr-model measure` the whole model"),
     typed("SHADDR_CALIBRATION", T::kText, L::kLibrary, kRank, kEnvOnly, 0, 0, "",
           "`~/.cache/shaddr/calibration/<machine>.model`",
           "this machine's calibration (`model.` and `point.` lines, written by "
