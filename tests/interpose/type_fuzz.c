@@ -37,6 +37,11 @@ static int g_rank, g_size, g_errors;
 static unsigned long long g_seed;
 static int g_case;
 static int g_stock_wrong; /* cases where the MPI's own collective was wrong */
+#ifdef OPEN_MPI
+static const int g_open_mpi = 1;
+#else
+static const int g_open_mpi = 0;
+#endif
 
 /* --- random numbers: one stream shared by every rank, one per rank ----------------------- */
 struct rng {
@@ -353,6 +358,10 @@ static void one_case(struct rng *shared, struct rng *mine)
 	int m = 1 + pick(shared, 4);
 	int count = counts[pick(shared, (int)(sizeof(counts) / sizeof(counts[0])))];
 	int comm_kind = pick(shared, 3);
+	/* Debian's MPICH 4.0.2 chooses its Allgatherv algorithm from each rank's own receive
+	 * type: when the ranks' receive layouts differ it hangs (stock, from 3 ranks and some
+	 * 48 KiB, or at 2 ranks for some pairs of layouts). There every rank receives alike. */
+	struct rng alike = { next(shared) };
 	int in_place = pick(shared, 4) == 0;
 	unsigned root_pick = (unsigned)(next(shared) >> 33);
 	MPI_Comm comm;
@@ -387,7 +396,8 @@ static void one_case(struct rng *shared, struct rng *mine)
 		snprintf(rdesc, sizeof(rdesc), "%s", sdesc);
 	} else {
 		st = layout(mine, basic, bsz, m, 0, 0, sdesc, sizeof(sdesc));
-		rt = layout(mine, basic, bsz, m, 1, 0, rdesc, sizeof(rdesc));
+		rt = layout(c == ALLGATHERV && !g_open_mpi ? &alike : mine, basic, bsz, m, 1, 0, rdesc,
+			    sizeof(rdesc));
 	}
 
 	int is_root = rank == root;
