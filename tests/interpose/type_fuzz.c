@@ -120,12 +120,13 @@ static MPI_Datatype layout(struct rng *r, MPI_Datatype basic, int bsz, int m, in
 		break;
 	case 4: { /* resized: negative, zero (send only), equal or padded extent */
 		MPI_Type_contiguous(m, basic, &inner);
-		/* Receive layouts: no zero extent (overlap); on Open MPI no negative extent either
-		 * (4.1.4's own Gather fails on one at the root with MPI_ERR_INTERN while the
-		 * senders wait: no baseline). */
+		/* Receive layouts: no zero extent (overlap). On Open MPI no negative extent at all:
+		 * 4.1.4's own Gather fails on one at the root with MPI_ERR_INTERN while the senders
+		 * wait, and leaves ranks waiting when a non-root sends with one (stock: no
+		 * baseline). */
 		int ext_kind = pick(r, recv ? 3 : 4);
 #ifdef OPEN_MPI
-		if (recv && ext_kind == 0)
+		if (ext_kind == 0)
 			ext_kind = 1;
 #endif
 		MPI_Aint ext = ext_kind == 0 ? -(MPI_Aint)m * bsz :
