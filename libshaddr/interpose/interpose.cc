@@ -78,9 +78,7 @@ struct Call {
 
 // A call goes to PMPI_* where libshaddr's plan (State::plan) says so: the model measured this
 // MPI faster at that size, or a SHADDR_MIN_<COLL> setting sends it there; and always where
-// SHADDR_INTERPOSE_FORWARD names the call. A call for libshaddr sets the communicator up if
-// that was not done yet (ensure_built: the same call on every rank, as the plan is); forwarded
-// if that failed. @bytes: the message, or one rank's block; Allgatherv's: all blocks.
+// SHADDR_INTERPOSE_FORWARD names the call. @bytes: the message, or one rank's block; Allgatherv's: all blocks.
 bool small(State &s, const Call &c, size_t bytes, unsigned flags = 0) {
   if (bytes == 0 || settings().forward[c.which]) return true;
   static constexpr shaddr_coll kColl[SHADDR_IP_COUNT] = {
@@ -88,7 +86,7 @@ bool small(State &s, const Call &c, size_t bytes, unsigned flags = 0) {
       SHADDR_COLL_GATHER,  SHADDR_COLL_GATHER,  SHADDR_COLL_SCATTER,   SHADDR_COLL_SCATTER,
       SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLTOALL, SHADDR_COLL_ALLTOALL};
   if (c.which == SHADDR_IP_ALLGATHERV) bytes = std::max<size_t>(bytes / s.size, 1);
-  return !s.lib_for(kColl[c.which], bytes, flags) || !ensure_built(s);
+  return !s.lib_for(kColl[c.which], bytes, flags);
 }
 
 // True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
@@ -283,8 +281,7 @@ namespace shaddr::interpose::impl {
 int barrier(MPI_Comm comm) {
   State *s = state_of(comm);
   Call c(SHADDR_IP_BARRIER, s);
-  if (!s || settings().forward[c.which] || !s->lib_for(SHADDR_COLL_BARRIER, 0) ||
-      !ensure_built(*s))
+  if (!s || settings().forward[c.which] || !s->lib_for(SHADDR_COLL_BARRIER, 0))
     return c.forward([&] { return PMPI_Barrier(comm); });
   if (s->multi()) {
     bool fb = false;

@@ -25,6 +25,11 @@ bool g_off = false;            // forward everything (MPI_THREAD_MULTIPLE, SHADD
 std::string g_off_why;
 int g_keyval = MPI_KEYVAL_INVALID;
 uint64_t g_seq = 0;
+// Set-ups kept after their last communicator is freed, so that the group's next communicators
+// take them without communicating. At most this many per process, MPI_COMM_WORLD's group
+// besides: each holds four internal communicators and a libshaddr node communicator.
+constexpr int kKeptSetUps = 8;
+int g_kept = 0;
 shaddr_interpose_stats g_stats{};
 // Where libshaddr's waits drive MPI's progress engine: a receive that never matches (on a
 // private communicator of this process alone, on which nothing is ever sent), tested.
@@ -50,6 +55,7 @@ struct Shared {
   State h;  // the hierarchy, the internal communicators, libshaddr's node communicator
   int refs = 0;
   uint64_t seq = 0;  // creation order: finalize frees in reverse
+  bool kept = false;  // stays after its last communicator, until MPI_Finalize
 };
 
 namespace {
@@ -268,10 +274,10 @@ void release(State *s) {
   s->node = s->leaders = s->mesh_row = s->mesh_col = MPI_COMM_NULL;
   g_stats.comms_freed++;
   if (--sh->refs > 0) return;
-  // MPI_COMM_WORLD's group keeps its set-up until MPI_Finalize: duplicates of MPI_COMM_WORLD,
-  // made and freed again and again (libraries do), then take it without communicating. The
-  // same on every rank (every rank is in MPI_COMM_WORLD's group and frees in the same order).
-  if (world_group_key(sh->h.key)) return;
+  // A kept set-up stays until MPI_Finalize: communicators of its group, made and freed again
+  // and again (libraries do), then take it without communicating. Kept or not was agreed by
+  // the group's ranks when it was made (build()), so it is the same on each of them.
+  if (sh->kept) return;
   g_live.erase(sh->seq);
   auto it = g_shared.find(sh->h.key);
   if (it != g_shared.end() && it->second == sh) g_shared.erase(it);
@@ -292,7 +298,6 @@ int delete_cb(MPI_Comm, int, void *attr, void *) {
 // @keep_plan: s->plan came from the group's profile and decided calls already: kept.
 void build(State *s, bool keep_plan) {
   MPI_Comm comm = s->comm;
-  s->built = true;
   if (s->size == 1) {
     s->why = "one rank";
     return;
@@ -371,9 +376,14 @@ void build(State *s, bool keep_plan) {
       s->config_error = err == -EINVAL;
     }
   }
-  // Every node must succeed, or nobody uses shaddr on this communicator.
-  int all_ok = 0;
-  PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+  // Every node must succeed, or nobody uses shaddr on this communicator; the set-up is kept
+  // after its last communicator where every rank has room for one more (MPI_COMM_WORLD's
+  // always: every rank is in its group and frees in the same order).
+  int mine_ok[2] = {ok, g_kept < kKeptSetUps || world_group_key(s->key)};
+  int every[2] = {0, 0};
+  PMPI_Allreduce(mine_ok, every, 2, MPI_INT, MPI_MIN, comm);
+  const int all_ok = every[0];
+  s->keep = every[1] && !s->key.empty();
   if (!all_ok) {
     if (s->why.empty()) s->why = "shaddr_comm_create failed on another node";
     release_handles(s);
@@ -507,7 +517,6 @@ void attach(State *s, Shared *sh) {
 // (collective over s->comm). @keep_plan: s's plan came from the group's profile.
 // Returns whether a new set-up was made.
 bool set_up(State *s, bool keep_plan) {
-  s->built = true;
   s->usable = false;
   if (!s->key.empty()) {
     auto it = g_shared.find(s->key);
@@ -533,6 +542,8 @@ bool set_up(State *s, bool keep_plan) {
     return true;
   }
   sh->seq = ++g_seq;
+  sh->kept = h.keep;
+  if (sh->kept && !world_group_key(h.key)) g_kept++;
   g_live[sh->seq] = sh;
   if (!h.key.empty()) g_shared[h.key] = sh;
   attach(s, sh);
@@ -634,15 +645,18 @@ State *state_of(MPI_Comm comm) {
   PMPI_Comm_rank(comm, &s->rank);
   PMPI_Comm_size(comm, &s->size);
   if (s->size == 1) {
-    s->built = true;
     s->why = "one rank";
   } else {
     // The same answer on every rank: the profiles of a group are made collectively.
     s->key = group_key(comm, s->size);
     auto it = s->key.empty() ? g_profiles.end() : g_profiles.find(s->key);
     if (it != g_profiles.end()) {
+      // The group's answer is known. Where it is usable the set-up is taken or made now, at
+      // this first collective of the communicator (the same call on every rank), not at its
+      // first call for libshaddr: a count that differs between ranks would send one rank
+      // into the set-up's collectives and another into the MPI's call.
       apply_profile(it->second, s);
-      s->built = !s->usable;  // nothing to set up where every call is forwarded
+      if (s->usable) after_build(s, set_up(s, true));
     } else {
       const bool fresh = set_up(s, false);
       save_profile(*s, s->key);
@@ -654,20 +668,9 @@ State *state_of(MPI_Comm comm) {
   return s->usable ? s : nullptr;
 }
 
-bool ensure_built(State &s) {
-  if (s.built) return s.usable;
-  const bool fresh = set_up(&s, true);
-  after_build(&s, fresh);
-  return s.usable;
-}
+bool State::multi() { return !usable || nnodes > 1; }
 
-bool State::multi() { return !ensure_built(*this) || nnodes > 1; }
-
-shaddr_comm_t *ledger_comm(State &s) {
-  if (!s.built && (s.key.empty() || g_shared.find(s.key) == g_shared.end())) return nullptr;
-  if (!ensure_built(s) || s.nnodes > 1) return nullptr;
-  return s.sc;
-}
+shaddr_comm_t *ledger_comm(State &s) { return s.usable && s.nnodes == 1 ? s.sc : nullptr; }
 
 void finalize_all() {
   if (!g_inited || g_off) return;

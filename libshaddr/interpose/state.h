@@ -18,13 +18,12 @@ namespace shaddr::interpose {
 
 struct Shared;
 
-// A communicator's state is made, without any communication, at its first intercepted
-// collective: rank, size, and the plan of its group, when a communicator
-// of the same group (the same processes in the same order) was set up before on this rank --
-// and so on every rank of the group, as set-ups are collective. The set-up proper (the
-// hierarchy, libshaddr's node communicator) is made by ensure_built() at the first call that
-// the plan sends to libshaddr, the same call on every rank; a group seen for the first time is
-// set up at once, since its plan is not known yet.
+// A communicator's state is made at its first intercepted collective, the same call on every
+// rank: rank, size, the plan of its group and the set-up proper (the hierarchy, libshaddr's
+// node communicator). Creating a communicator costs nothing; its first collective takes the
+// live set-up of its group without communicating, or makes one (collective). A group whose
+// set-up said every call is forwarded is remembered (the same on every rank of the group, as
+// set-ups are collective) and not set up again.
 //
 // Communicators of the same group share one set-up (Shared: the internal communicators and
 // libshaddr's node communicator, with its control block and heap mappings) while any of them
@@ -34,7 +33,7 @@ struct Shared;
 struct State {
   MPI_Comm comm = MPI_COMM_NULL;  // the user's communicator (not owned)
   bool usable = false;            // false: every collective on it is forwarded
-  bool built = false;             // the set-up proper was made (or failed: usable false)
+  bool keep = false;  // set-up: kept after its last communicator (agreed by build())
   std::string why;                // why not usable (SHADDR_VERBOSE)
   bool config_error = false;      // not usable because of a wrong setting: said unasked
   int rank = 0, size = 0;
@@ -82,7 +81,6 @@ struct State {
 
 // Makes the set-up proper of @s if not done yet (collective over s.comm, at the same call on
 // every rank). Returns s.usable.
-bool ensure_built(State &s);
 
 // The node communicator whose call ledger records @s's calls (shaddr_call_agree), or nullptr:
 // @s's set-up when it is made, or a live one of its group (taken now, without communicating,
