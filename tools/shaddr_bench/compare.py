@@ -26,6 +26,7 @@ import time
 
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, lg, must_move, two_copy_model  # noqa: F401
 from .fit import fit_alpha_beta
+from . import commcost
 from .goals import DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr  # noqa: F401
 from .rounds import FAST_SHARE, merge_rounds
 from .text import fmt_size, fmt_us, md_table
@@ -220,14 +221,32 @@ def rerun_in_fast_state(cs, runs, bench, args, out_dir):
     return left
 
 
+def bench_env(c):
+    env = dict(os.environ, **c.env)
+    if c.mpi == "openmpi":
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def run_bench(c, bench, args, jpath, opts, env, what):
+    """One run of contender @c's benchmark with options @opts, results into @jpath: (exit
+    code, seconds)."""
+    cmd = launcher(c.mpi, args.ranks) + c.wrap + [bench[c.mpi], "--label", c.name,
+                                                  "--json", jpath] + opts
+    say(f"{what}: {' '.join(f'{k}={v}' for k, v in c.env.items())} {shlex.join(cmd)}")
+    try:
+        os.unlink(jpath)
+    except FileNotFoundError:
+        pass
+    return run_streaming(cmd, env, c.name, args.timeout)
+
+
 def run_contender(c, bench, args, out_dir, idx, total, rnd=0):
     if c.skip:
         say(f"[{idx}/{total}] {c.name}: skipped: {c.skip}")
         return {"desc": c.desc, "status": "skipped", "reason": c.skip}
     rec = {"desc": c.desc, "mpi": c.mpi, "env": c.env, "status": "ok", "passes": {}}
-    env = dict(os.environ, **c.env)
-    if c.mpi == "openmpi":
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = bench_env(c)
     passes = [("main", ["--coll", "all,pingpong", "--sizes", args.sizes, "--validate",
                         "--first-call"]),
               ("churn", ["--coll", "bcast,allreduce", "--sizes", args.churn_sizes, "--churn",
@@ -241,15 +260,8 @@ def run_contender(c, bench, args, out_dir, idx, total, rnd=0):
         if pname == "main":
             rec["cross_core_ref_Bps"] = cross_core_probe(os.path.dirname(os.path.dirname(bench[c.mpi])),
                                                          args.timeout)
-        cmd = launcher(c.mpi, args.ranks) + c.wrap + [bench[c.mpi], "--label", c.name,
-                                                      "--json", jpath] + opts
-        say(f"[{idx}/{total}] {c.name} ({pname}): {' '.join(f'{k}={v}' for k, v in c.env.items())}"
-            f" {shlex.join(cmd)}")
-        try:
-            os.unlink(jpath)
-        except FileNotFoundError:
-            pass
-        rc, secs = run_streaming(cmd, env, c.name, args.timeout)
+        rc, secs = run_bench(c, bench, args, jpath, opts, env,
+                             f"[{idx}/{total}] {c.name} ({pname})")
         if pname == "main" and rec["cross_core_ref_Bps"] is not None:
             after = cross_core_probe(os.path.dirname(os.path.dirname(bench[c.mpi])), args.timeout)
             rec["cross_core_probes_Bps"] = [rec["cross_core_ref_Bps"], after]
@@ -636,6 +648,7 @@ def report(doc, out_dir):
           "tables below (cost per call, and what stayed mapped against the caps).\n"]
     md += goals(res, limit, n, "host")
     md += against_shaddr_off(res, "host")
+    md += commcost.goals_md(doc.get("comm_cost"))
     md += ["Diagnostics, the best of every shaddr configuration, forced ones included:\n"]
     md += goals(res, limit, n, "host, any shaddr configuration", side=is_shaddr)
     md += ["**The shared heap** (`heap`, issue 22; the defaults include it, "
@@ -667,6 +680,7 @@ def report(doc, out_dir):
         md += against_shaddr_off(vm["contenders"], where)
         md += goals(vm["contenders"], vm["copy_limit"], n, where + ", any shaddr configuration",
                     side=is_shaddr)
+    md += commcost.section_md(doc.get("comm_cost"))
     md += ["## The limit: memory copy on this machine (same run)\n",
            f"`build/tools/shaddr-copy-limit`: one core `memcpy`, and {limit['threads']} cores "
            "copying their own buffers at once, and one core copying what the other has just "
@@ -771,6 +785,20 @@ def summary(doc):
     return "\n".join(out)
 
 
+def run_comm_cost(build, args):
+    """commcost.measure() for each MPI (with --only: whose interposer-<mpi> it names)."""
+    reps = args.comm_cost_reps
+    if reps <= 0:
+        return {"skipped": "--comm-cost-reps 0"}
+    keep = set(args.only.split(",")) if args.only else None
+    mpis = [m for m in ("mpich", "openmpi") if keep is None or f"interposer-{m}" in keep]
+    if not mpis:
+        return {"skipped": "--only names no interposer-<mpi>"}
+    say(f"communicator cost: tests/interpose/comm_cost on {', '.join(mpis)}, stock and under "
+        f"shaddr-run, {reps} times each, alternating")
+    return commcost.measure(build, mpis, args.ranks, reps, launcher, say)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -792,6 +820,10 @@ def main():
     ap.add_argument("--vm-rounds", type=int, default=1,
                     help="rounds in the guest (default 1: under emulation a round takes about "
                          "17 minutes, and the guest's numbers are not the Goals')")
+    ap.add_argument("--comm-cost-reps", type=int, default=3,
+                    help="runs of tests/interpose/comm_cost per MPI and side (stock, shaddr-run), "
+                         "alternating (default 3; 0: none); with --only, on the MPIs whose "
+                         "interposer-<mpi> it names")
     ap.add_argument("--only", help="comma-separated contender names (default: all)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not measure this machine's calibration first when it is missing or "
@@ -856,6 +888,9 @@ def main():
             runs[c.name].append(run_contender(c, bench, args, out_dir, i, len(cs), rnd))
     slow_only = rerun_in_fast_state(cs, runs, bench, args, out_dir)
     res = {c.name: merge_rounds(runs[c.name]) for c in cs}
+    comm_cost = None
+    if not args.inner_vm:
+        comm_cost = run_comm_cost(build, args)
     refs = [r["cross_core_ref_Bps"] for v in runs.values() for r in v
             if r.get("cross_core_ref_Bps")]
     if refs and max(refs) > 1.5 * min(refs):
@@ -870,7 +905,8 @@ def main():
            "ranks": args.ranks, "sizes": args.sizes, "short": args.short,
            "kernel": args.kernel, "copy_limit": limit, "contenders": res, "node_bw": node_bw,
            "module_params": module_params(), "rounds": max(1, args.rounds),
-           "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read}
+           "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read,
+           "comm_cost": comm_cost}
     if not args.inner_vm:
         doc["vm"] = run_vm(vm_cs if not args.only else
                            [c for c in vm_cs if c.name in set(args.only.split(","))],

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The goals that decide "met" in make run's report, on contenders with chosen times."""
 import synth
+from goals_md import table, verdict
 from shaddr_bench import goals
 
 LIMIT = synth.copy_limit(all_core_gbs=20.0, cross_core_gbs=10.0)
@@ -8,19 +9,6 @@ LIMIT = synth.copy_limit(all_core_gbs=20.0, cross_core_gbs=10.0)
 
 def stock(c, s):
     return 2.0 + s / 2000.0  # us
-
-
-def verdict(md, heading):
-    """The verdict line that starts with @heading."""
-    line = [x for x in md if x.startswith(heading)][0]
-    return "NOT met" if "NOT met" in line else "met"
-
-
-def table(md, heading):
-    """The markdown table following @heading, as rows of cells."""
-    i = [k for k, x in enumerate(md) if x.startswith(heading)][0]
-    rows = md[i + 1].split("\n")[2:]
-    return [[c.strip() for c in r.strip("|").split("|")] for r in rows]
 
 
 def res(**times):
