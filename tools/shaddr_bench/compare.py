@@ -26,8 +26,9 @@ import time
 
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, lg, must_move, two_copy_model  # noqa: F401
 from .fit import fit_alpha_beta
-from . import commcost
-from .goals import DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr  # noqa: F401
+from . import commcost, confirm
+from .goals import (DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr,  # noqa: F401
+                    losses_beyond_noise)
 from .rounds import FAST_SHARE, merge_rounds
 from .text import fmt_size, fmt_us, md_table
 
@@ -283,6 +284,42 @@ def run_contender(c, bench, args, out_dir, idx, total, rnd=0):
         say(f"[{idx}/{total}] {c.name} ({pname}): {len(doc['results'])} results, "
             f"validation {doc.get('validation')}, {secs:.0f} s")
     return rec
+
+
+def confirm_losses(cs, res, bench, args, out_dir):
+    """The confirmation pass (confirm.py): each point that a judged contender lost beyond the
+    noise to the same MPI with shaddr off, measured again with the same benchmark binary and
+    settings, alternating the two; the record that the Goals judge by."""
+    if args.confirm_reps <= 0:
+        return {"skipped": "--confirm-reps 0"}
+    by_name = {c.name: c for c in cs}
+    targets = [t for t in losses_beyond_noise(res) if t[0] in by_name and t[1] in by_name]
+    if not targets:
+        return {"points": []}
+    say(f"confirmation: {len(targets)} points lost beyond the noise, measured again "
+        f"({args.confirm_reps} times each side, alternating, at most {args.confirm_budget} s)")
+    runs = [0]
+
+    def measure(name, coll, sizes):
+        c = by_name[name]
+        runs[0] += 1
+        jpath = os.path.join(out_dir, "raw", f"{name}.confirm{runs[0]}.json")
+        opts = ["--coll", coll, "--sizes", sizes, "--validate"]
+        if args.iters:
+            opts += ["--iters", str(args.iters)]
+        rc, _ = run_bench(c, bench, args, jpath, opts, bench_env(c), f"confirmation: {name}")
+        try:
+            with open(jpath) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            return None, f"exit {rc}, no results ({e.__class__.__name__})"
+        if doc.get("validation") == "failed":
+            return None, f"{doc.get('errors')} wrong words"
+        return {r["bytes"]: r["t_max_us"] for r in doc["results"] if r["coll"] == coll}, None
+    out = confirm.run(targets, measure, args.confirm_reps, args.confirm_budget)
+    if out.get("gave_up"):
+        say(f"confirmation: {out['gave_up']}")
+    return out
 
 
 def run_copy_limit(build, args, out_dir):
@@ -647,7 +684,7 @@ def report(doc, out_dir):
           "algorithm chosen by setting) follow as diagnostics. Buffer churn: see the churn "
           "tables below (cost per call, and what stayed mapped against the caps).\n"]
     md += goals(res, limit, n, "host")
-    md += against_shaddr_off(res, "host")
+    md += against_shaddr_off(res, "host", doc.get("confirmation"))
     md += commcost.goals_md(doc.get("comm_cost"))
     md += ["Diagnostics, the best of every shaddr configuration, forced ones included:\n"]
     md += goals(res, limit, n, "host, any shaddr configuration", side=is_shaddr)
@@ -677,7 +714,7 @@ def report(doc, out_dir):
         where = ("module, host kernel" if vm.get("on_host") else
                  "guest: ratios within the one guest run")
         md += goals(vm["contenders"], vm["copy_limit"], n, where)
-        md += against_shaddr_off(vm["contenders"], where)
+        md += against_shaddr_off(vm["contenders"], where, vm.get("confirmation"))
         md += goals(vm["contenders"], vm["copy_limit"], n, where + ", any shaddr configuration",
                     side=is_shaddr)
     md += commcost.section_md(doc.get("comm_cost"))
@@ -820,6 +857,12 @@ def main():
     ap.add_argument("--vm-rounds", type=int, default=1,
                     help="rounds in the guest (default 1: under emulation a round takes about "
                          "17 minutes, and the guest's numbers are not the Goals')")
+    ap.add_argument("--confirm-reps", type=int, default=confirm.REPS,
+                    help="reruns per side of each point that a judged contender lost beyond the "
+                         "noise to the same MPI with shaddr off, alternating the two; the Goals "
+                         f"judge by their medians (default {confirm.REPS}; 0: none)")
+    ap.add_argument("--confirm-budget", type=int, default=confirm.BUDGET_S,
+                    help=f"seconds for those reruns (default {confirm.BUDGET_S})")
     ap.add_argument("--comm-cost-reps", type=int, default=3,
                     help="runs of tests/interpose/comm_cost per MPI and side (stock, shaddr-run), "
                          "alternating (default 3; 0: none); with --only, on the MPIs whose "
@@ -888,6 +931,8 @@ def main():
             runs[c.name].append(run_contender(c, bench, args, out_dir, i, len(cs), rnd))
     slow_only = rerun_in_fast_state(cs, runs, bench, args, out_dir)
     res = {c.name: merge_rounds(runs[c.name]) for c in cs}
+    confirmation = ({"skipped": "not run in the module part"} if args.inner_vm else
+                    confirm_losses(cs, res, bench, args, out_dir))
     comm_cost = None
     if not args.inner_vm:
         comm_cost = run_comm_cost(build, args)
@@ -906,7 +951,7 @@ def main():
            "kernel": args.kernel, "copy_limit": limit, "contenders": res, "node_bw": node_bw,
            "module_params": module_params(), "rounds": max(1, args.rounds),
            "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read,
-           "comm_cost": comm_cost}
+           "confirmation": confirmation, "comm_cost": comm_cost}
     if not args.inner_vm:
         doc["vm"] = run_vm(vm_cs if not args.only else
                            [c for c in vm_cs if c.name in set(args.only.split(","))],

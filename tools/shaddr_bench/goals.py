@@ -248,7 +248,9 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
                "ratio → the confirmed one, and the reruns per side)."
                + (f" The confirmation pass stopped at its time budget "
                   f"({conf.get('budget_s', 0):.0f} s): {conf['gave_up']}." if conf.get("gave_up")
-                  else ""))
+                  else "")
+               + (f" Reruns that failed (not counted): {'; '.join(conf['errors'])}."
+                  if conf.get("errors") else ""))
     elif conf.get("skipped"):
         how = f" No confirmation pass: {conf['skipped']}."
     return [f"**Never slower than the same MPI with shaddr off** ({where}): {overall}. "
