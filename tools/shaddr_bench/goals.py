@@ -253,6 +253,8 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
                   if conf.get("errors") else ""))
     elif conf.get("skipped"):
         how = f" No confirmation pass: {conf['skipped']}."
+    elif "points" in conf:
+        how = " No point lost beyond the noise in the main passes: nothing to measure again."
     return [f"**Never slower than the same MPI with shaddr off** ({where}): {overall}. "
             "Judged within this run's noise: a point loses when shaddr-off time / contender "
             "time falls below the lowest the ping-pong reached, whose code neither side "

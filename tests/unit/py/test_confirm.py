@@ -103,3 +103,12 @@ def test_the_goals_judge_a_main_pass_loss_by_its_confirmation():
     assert verdict(md, "**Never slower") == "met"
     row = table(md, "**Never slower")[0]
     assert row[5] == "—" and row[7] == "bcast 64 KiB: 0.21 → 1.39 (3+3)"
+
+
+def test_the_goals_say_when_there_was_nothing_to_confirm_or_no_pass():
+    res = {A: synth.contender(stock), OFF: synth.contender(stock)}
+    assert goals.losses_beyond_noise(res) == []
+    md = goals.against_shaddr_off(res, "host", confirm.run([], Bench(stock)))
+    assert "nothing to measure again" in md[0]
+    md = goals.against_shaddr_off(res, "guest", {"skipped": "not run in the module part"})
+    assert "No confirmation pass: not run in the module part." in md[0]
