@@ -159,7 +159,7 @@ def apply_confirmation(mine, base, points):
     alternating reruns) replaced by the median of its reruns on each side; a point without a
     rerun on both sides keeps its first measurement. Returns (mine, base, notes), notes per
     point: {first, confirmed (ratios shaddr-off / contender; confirmed None when not
-    re-measured), reruns}."""
+    re-measured), reruns: (the contender's, shaddr off's)}."""
     mine, base, notes = dict(mine), dict(base), {}
     for k, p in points.items():
         if k not in mine or k not in base:
@@ -167,10 +167,10 @@ def apply_confirmation(mine, base, points):
         first = base[k] / mine[k]
         d, o = p.get("default_us") or [], p.get("off_us") or []
         if not d or not o:
-            notes[k] = {"first": first, "confirmed": None, "reruns": 0}
+            notes[k] = {"first": first, "confirmed": None, "reruns": (len(d), len(o))}
             continue
         mine[k], base[k] = median(d), median(o)
-        notes[k] = {"first": first, "confirmed": base[k] / mine[k], "reruns": min(len(d), len(o))}
+        notes[k] = {"first": first, "confirmed": base[k] / mine[k], "reruns": (len(d), len(o))}
     return mine, base, notes
 
 
@@ -226,7 +226,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
             listed = (f"too noisy to judge (the ping-pong down to {floor:.2f}); slower at all: "
                       + (listed or "—"))
         again = ", ".join(f"{point(c, s)}: {n['first']:.2f} → " +
-                          (f"{n['confirmed']:.2f} ({n['reruns']}+{n['reruns']})"
+                          (f"{n['confirmed']:.2f} ({n['reruns'][0]}+{n['reruns'][1]})"
                            if n["confirmed"] is not None else "not re-measured (time budget)")
                           for (c, s), n in notes.items())
         rows.append([d, off, str(len(keys)), str(len(keys) - len(slower)),
