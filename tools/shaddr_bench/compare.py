@@ -824,7 +824,7 @@ def summary(doc):
 
 def run_comm_cost(build, args):
     """commcost.measure() for each MPI (with --only: whose interposer-<mpi> it names)."""
-    reps = args.comm_cost_reps
+    reps = args.comm_cost_reps if args.comm_cost_reps is not None else 3 if args.short else 5
     if reps <= 0:
         return {"skipped": "--comm-cost-reps 0"}
     keep = set(args.only.split(",")) if args.only else None
@@ -863,10 +863,10 @@ def main():
                          f"judge by their medians (default {confirm.REPS}; 0: none)")
     ap.add_argument("--confirm-budget", type=int, default=confirm.BUDGET_S,
                     help=f"seconds for those reruns (default {confirm.BUDGET_S})")
-    ap.add_argument("--comm-cost-reps", type=int, default=3,
+    ap.add_argument("--comm-cost-reps", type=int,
                     help="runs of tests/interpose/comm_cost per MPI and side (stock, shaddr-run), "
-                         "alternating (default 3; 0: none); with --only, on the MPIs whose "
-                         "interposer-<mpi> it names")
+                         "alternating, within about 40 s (default 5; --short 3; 0: none); with "
+                         "--only, on the MPIs whose interposer-<mpi> it names")
     ap.add_argument("--only", help="comma-separated contender names (default: all)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not measure this machine's calibration first when it is missing or "
