@@ -242,7 +242,8 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
     how = ""
     if conf.get("points"):
         how = (f" The points that lost beyond the noise in the main passes were measured again "
-               f"({len(conf['points'])} points, {conf.get('seconds', 0):.0f} s), alternating "
+               f"({len(conf['points'])} point{'s' if len(conf['points']) != 1 else ''}, "
+               f"{conf.get('seconds', 0):.0f} s), alternating "
                "the contender and its shaddr-off partner with the same benchmark binary, and are "
                "judged by the medians of those reruns (column \"re-measured\": the first "
                "ratio → the confirmed one, and the reruns per side)."

@@ -247,7 +247,7 @@ def test_a_loss_the_confirmation_contradicts_is_met_and_says_so():
                           "off_us": [t, t * 1.1, t * 0.99]}])
     md = goals.against_shaddr_off(r, "host", conf)
     assert verdict(md, "**Never slower") == "met"
-    assert "measured again (1 points, 12 s)" in md[0]
+    assert "measured again (1 point, 12 s)" in md[0]
     row = table(md, "**Never slower")[0]
     assert row[5] == "—"
     assert row[7] == f"bcast 64 KiB: 0.25 → {1.0 / 0.72:.2f} (3+3)"
