@@ -299,6 +299,7 @@ def confirm_losses(cs, res, bench, args, out_dir):
     say(f"confirmation: {len(targets)} points lost beyond the noise, measured again "
         f"({args.confirm_reps} times each side, alternating, at most {args.confirm_budget} s)")
     runs = [0]
+    os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
 
     def measure(name, coll, sizes):
         c = by_name[name]

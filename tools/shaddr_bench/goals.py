@@ -227,7 +227,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
                       + (listed or "—"))
         again = ", ".join(f"{point(c, s)}: {n['first']:.2f} → " +
                           (f"{n['confirmed']:.2f} ({n['reruns'][0]}+{n['reruns'][1]})"
-                           if n["confirmed"] is not None else "not re-measured (time budget)")
+                           if n["confirmed"] is not None else "not re-measured")
                           for (c, s), n in notes.items())
         rows.append([d, off, str(len(keys)), str(len(keys) - len(slower)),
                      "—" if too_noisy else str(len(keys) - len(losses)), listed or "—", noise,

@@ -277,4 +277,4 @@ def test_a_point_the_budget_left_unconfirmed_keeps_its_first_measurement():
     assert "stopped at its time budget (120 s): 1 of 1 points not measured again." in md[0]
     row = table(md, "**Never slower")[0]
     assert row[5] == "allgather 64 KiB: 0.50"
-    assert row[7] == "allgather 64 KiB: 0.50 → not re-measured (time budget)"
+    assert row[7] == "allgather 64 KiB: 0.50 → not re-measured"
