@@ -196,7 +196,7 @@ def section_md(cc):
               f"ranks), each MPI stock and under `shaddr-run`, alternating (the order swapped "
               f"each repetition; {cc['seconds']:.0f} s in all). Per run: the loop in us per "
               "iteration; the 1 MiB `MPI_Allreduce` in us: first on a dup of `MPI_COMM_WORLD`, "
-              "first on a communicator of a new group (the first ever, then the median of the "
+              "first on a communicator of a new group (the first ever, then the mean of the "
               "later ones), once set up.\n")
     rows = []
     for m, sides in cc["mpis"].items():
