@@ -8,7 +8,8 @@ same run, fits the cost model, and writes build/report/{results.json,report.md,*
 Contenders (host):   mpich (Debian, ch4:ucx), openmpi (Debian), mpich-patched-off,
                      mpich-patched-on (build/mpich/, `make mpich`), interposer-{cma,shm} on
                      each MPI (build/tools/shaddr-run, heap off), interposer-heap-<mpi> and
-                     mpich-patched-heap (the shared heap, libshaddr-heap.so preloaded)
+                     mpich-patched-heap (the patched MPICH's defaults, libshaddr-heap.so
+                     preloaded)
 Contenders (guest):  the same with the module's backends (segment, window) and baselines, in one
                      tools/shaddr-vm guest (Debian 6.1 kernel): only ratios inside it mean anything
 """
@@ -25,7 +26,9 @@ import time
 
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, lg, must_move, two_copy_model  # noqa: F401
 from .fit import fit_alpha_beta
-from .goals import DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr  # noqa: F401
+from . import commcost, confirm
+from .goals import (DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr,  # noqa: F401
+                    losses_beyond_noise)
 from .rounds import FAST_SHARE, merge_rounds
 from .text import fmt_size, fmt_us, md_table
 
@@ -98,12 +101,14 @@ def contenders(build, ranks):
                          env=dict(on, SHADDR_BACKEND="cma"), skip=pskip))
     # The shared heap under the patched MPICH: libshaddr-heap.so preloaded in the
     # ranks only, not in mpiexec (the patched MPICH dlopens libshaddr, which finds the heap by
-    # dlsym), shaddr forced, the backend auto: heap+cma here.
+    # dlsym), with the patched MPICH's defaults (its own selection, the backend auto: heap+cma
+    # here): what a user who adds the preload gets, judged against shaddr off as the defaults
+    # are (goals.AGAINST_OFF).
     heap_so = os.path.join(build, "libshaddr", "heap", "libshaddr-heap.so")
     hskip = pskip or (None if os.path.exists(heap_so) else f"{heap_so} not built")
-    out.append(Contender("mpich-patched-heap", "patched MPICH, shaddr on, shared heap "
+    out.append(Contender("mpich-patched-heap", "patched MPICH, defaults, shared heap "
                          "(libshaddr-heap.so preloaded in the ranks; heap+cma)", "mpich",
-                         env=dict(on, SHADDR_HEAP="auto"),
+                         env=dict(common, **lib_env, SHADDR_HEAP="auto"),
                          wrap=["env", f"LD_PRELOAD={heap_so}"], skip=hskip))
     iskip = None if os.access(run, os.X_OK) else f"interposer absent ({run})"
     for m in ("mpich", "openmpi"):
@@ -217,14 +222,32 @@ def rerun_in_fast_state(cs, runs, bench, args, out_dir):
     return left
 
 
+def bench_env(c):
+    env = dict(os.environ, **c.env)
+    if c.mpi == "openmpi":
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def run_bench(c, bench, args, jpath, opts, env, what):
+    """One run of contender @c's benchmark with options @opts, results into @jpath: (exit
+    code, seconds)."""
+    cmd = launcher(c.mpi, args.ranks) + c.wrap + [bench[c.mpi], "--label", c.name,
+                                                  "--json", jpath] + opts
+    say(f"{what}: {' '.join(f'{k}={v}' for k, v in c.env.items())} {shlex.join(cmd)}")
+    try:
+        os.unlink(jpath)
+    except FileNotFoundError:
+        pass
+    return run_streaming(cmd, env, c.name, args.timeout)
+
+
 def run_contender(c, bench, args, out_dir, idx, total, rnd=0):
     if c.skip:
         say(f"[{idx}/{total}] {c.name}: skipped: {c.skip}")
         return {"desc": c.desc, "status": "skipped", "reason": c.skip}
     rec = {"desc": c.desc, "mpi": c.mpi, "env": c.env, "status": "ok", "passes": {}}
-    env = dict(os.environ, **c.env)
-    if c.mpi == "openmpi":
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = bench_env(c)
     passes = [("main", ["--coll", "all,pingpong", "--sizes", args.sizes, "--validate",
                         "--first-call"]),
               ("churn", ["--coll", "bcast,allreduce", "--sizes", args.churn_sizes, "--churn",
@@ -238,15 +261,8 @@ def run_contender(c, bench, args, out_dir, idx, total, rnd=0):
         if pname == "main":
             rec["cross_core_ref_Bps"] = cross_core_probe(os.path.dirname(os.path.dirname(bench[c.mpi])),
                                                          args.timeout)
-        cmd = launcher(c.mpi, args.ranks) + c.wrap + [bench[c.mpi], "--label", c.name,
-                                                      "--json", jpath] + opts
-        say(f"[{idx}/{total}] {c.name} ({pname}): {' '.join(f'{k}={v}' for k, v in c.env.items())}"
-            f" {shlex.join(cmd)}")
-        try:
-            os.unlink(jpath)
-        except FileNotFoundError:
-            pass
-        rc, secs = run_streaming(cmd, env, c.name, args.timeout)
+        rc, secs = run_bench(c, bench, args, jpath, opts, env,
+                             f"[{idx}/{total}] {c.name} ({pname})")
         if pname == "main" and rec["cross_core_ref_Bps"] is not None:
             after = cross_core_probe(os.path.dirname(os.path.dirname(bench[c.mpi])), args.timeout)
             rec["cross_core_probes_Bps"] = [rec["cross_core_ref_Bps"], after]
@@ -268,6 +284,43 @@ def run_contender(c, bench, args, out_dir, idx, total, rnd=0):
         say(f"[{idx}/{total}] {c.name} ({pname}): {len(doc['results'])} results, "
             f"validation {doc.get('validation')}, {secs:.0f} s")
     return rec
+
+
+def confirm_losses(cs, res, bench, args, out_dir):
+    """The confirmation pass (confirm.py): each point that a judged contender lost beyond the
+    noise to the same MPI with shaddr off, measured again with the same benchmark binary and
+    settings, alternating the two; the record that the Goals judge by."""
+    if args.confirm_reps <= 0:
+        return {"skipped": "--confirm-reps 0"}
+    by_name = {c.name: c for c in cs}
+    targets = [t for t in losses_beyond_noise(res) if t[0] in by_name and t[1] in by_name]
+    if not targets:
+        return {"points": []}
+    say(f"confirmation: {len(targets)} points lost beyond the noise, measured again "
+        f"({args.confirm_reps} times each side, alternating, at most {args.confirm_budget} s)")
+    runs = [0]
+    os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
+
+    def measure(name, coll, sizes):
+        c = by_name[name]
+        runs[0] += 1
+        jpath = os.path.join(out_dir, "raw", f"{name}.confirm{runs[0]}.json")
+        opts = ["--coll", coll, "--sizes", sizes, "--validate"]
+        if args.iters:
+            opts += ["--iters", str(args.iters)]
+        rc, _ = run_bench(c, bench, args, jpath, opts, bench_env(c), f"confirmation: {name}")
+        try:
+            with open(jpath) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            return None, f"exit {rc}, no results ({e.__class__.__name__})"
+        if doc.get("validation") == "failed":
+            return None, f"{doc.get('errors')} wrong words"
+        return {r["bytes"]: r["t_max_us"] for r in doc["results"] if r["coll"] == coll}, None
+    out = confirm.run(targets, measure, args.confirm_reps, args.confirm_budget)
+    if out.get("gave_up"):
+        say(f"confirmation: {out['gave_up']}")
+    return out
 
 
 def run_copy_limit(build, args, out_dir):
@@ -632,11 +685,13 @@ def report(doc, out_dir):
           "algorithm chosen by setting) follow as diagnostics. Buffer churn: see the churn "
           "tables below (cost per call, and what stayed mapped against the caps).\n"]
     md += goals(res, limit, n, "host")
-    md += against_shaddr_off(res, "host")
+    md += against_shaddr_off(res, "host", doc.get("confirmation"))
+    md += commcost.goals_md(doc.get("comm_cost"))
     md += ["Diagnostics, the best of every shaddr configuration, forced ones included:\n"]
     md += goals(res, limit, n, "host, any shaddr configuration", side=is_shaddr)
     md += ["**The shared heap** (`heap`, issue 22; the defaults include it, "
-           "`interposer-heap-<mpi>` and `mpich-patched-heap` force it): with "
+           "`interposer-heap-<mpi>` sets it explicitly, `mpich-patched-heap` is the patched "
+           "MPICH's defaults with `libshaddr-heap.so` preloaded in the ranks): with "
            "`libshaddr-heap.so` preloaded, malloc'd buffers of `SHADDR_HEAP_MIN` (64 KiB) and "
            "more, and `MPI_Alloc_mem`, live in a per-process memfd that every node peer maps "
            "once, read-only (received over a unix socket: no ptrace rights, no module). A "
@@ -660,9 +715,10 @@ def report(doc, out_dir):
         where = ("module, host kernel" if vm.get("on_host") else
                  "guest: ratios within the one guest run")
         md += goals(vm["contenders"], vm["copy_limit"], n, where)
-        md += against_shaddr_off(vm["contenders"], where)
+        md += against_shaddr_off(vm["contenders"], where, vm.get("confirmation"))
         md += goals(vm["contenders"], vm["copy_limit"], n, where + ", any shaddr configuration",
                     side=is_shaddr)
+    md += commcost.section_md(doc.get("comm_cost"))
     md += ["## The limit: memory copy on this machine (same run)\n",
            f"`build/tools/shaddr-copy-limit`: one core `memcpy`, and {limit['threads']} cores "
            "copying their own buffers at once, and one core copying what the other has just "
@@ -767,6 +823,20 @@ def summary(doc):
     return "\n".join(out)
 
 
+def run_comm_cost(build, args):
+    """commcost.measure() for each MPI (with --only: whose interposer-<mpi> it names)."""
+    reps = args.comm_cost_reps if args.comm_cost_reps is not None else 3 if args.short else 5
+    if reps <= 0:
+        return {"skipped": "--comm-cost-reps 0"}
+    keep = set(args.only.split(",")) if args.only else None
+    mpis = [m for m in ("mpich", "openmpi") if keep is None or f"interposer-{m}" in keep]
+    if not mpis:
+        return {"skipped": "--only names no interposer-<mpi>"}
+    say(f"communicator cost: tests/interpose/comm_cost on {', '.join(mpis)}, stock and under "
+        f"shaddr-run, {reps} times each, alternating")
+    return commcost.measure(build, mpis, args.ranks, reps, launcher, say)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -788,6 +858,16 @@ def main():
     ap.add_argument("--vm-rounds", type=int, default=1,
                     help="rounds in the guest (default 1: under emulation a round takes about "
                          "17 minutes, and the guest's numbers are not the Goals')")
+    ap.add_argument("--confirm-reps", type=int, default=confirm.REPS,
+                    help="reruns per side of each point that a judged contender lost beyond the "
+                         "noise to the same MPI with shaddr off, alternating the two; the Goals "
+                         f"judge by their medians (default {confirm.REPS}; 0: none)")
+    ap.add_argument("--confirm-budget", type=int, default=confirm.BUDGET_S,
+                    help=f"seconds for those reruns (default {confirm.BUDGET_S})")
+    ap.add_argument("--comm-cost-reps", type=int,
+                    help="runs of tests/interpose/comm_cost per MPI and side (stock, shaddr-run), "
+                         "alternating, within about 40 s (default 5; --short 3; 0: none); with "
+                         "--only, on the MPIs whose interposer-<mpi> it names")
     ap.add_argument("--only", help="comma-separated contender names (default: all)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not measure this machine's calibration first when it is missing or "
@@ -852,6 +932,11 @@ def main():
             runs[c.name].append(run_contender(c, bench, args, out_dir, i, len(cs), rnd))
     slow_only = rerun_in_fast_state(cs, runs, bench, args, out_dir)
     res = {c.name: merge_rounds(runs[c.name]) for c in cs}
+    confirmation = ({"skipped": "not run in the module part"} if args.inner_vm else
+                    confirm_losses(cs, res, bench, args, out_dir))
+    comm_cost = None
+    if not args.inner_vm:
+        comm_cost = run_comm_cost(build, args)
     refs = [r["cross_core_ref_Bps"] for v in runs.values() for r in v
             if r.get("cross_core_ref_Bps")]
     if refs and max(refs) > 1.5 * min(refs):
@@ -866,7 +951,8 @@ def main():
            "ranks": args.ranks, "sizes": args.sizes, "short": args.short,
            "kernel": args.kernel, "copy_limit": limit, "contenders": res, "node_bw": node_bw,
            "module_params": module_params(), "rounds": max(1, args.rounds),
-           "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read}
+           "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read,
+           "confirmation": confirmation, "comm_cost": comm_cost}
     if not args.inner_vm:
         doc["vm"] = run_vm(vm_cs if not args.only else
                            [c for c in vm_cs if c.name in set(args.only.split(","))],

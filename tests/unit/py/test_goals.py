@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The goals that decide "met" in make run's report, on contenders with chosen times."""
 import synth
+from goals_md import table, verdict
 from shaddr_bench import goals
 
 LIMIT = synth.copy_limit(all_core_gbs=20.0, cross_core_gbs=10.0)
@@ -8,19 +9,6 @@ LIMIT = synth.copy_limit(all_core_gbs=20.0, cross_core_gbs=10.0)
 
 def stock(c, s):
     return 2.0 + s / 2000.0  # us
-
-
-def verdict(md, heading):
-    """The verdict line that starts with @heading."""
-    line = [x for x in md if x.startswith(heading)][0]
-    return "NOT met" if "NOT met" in line else "met"
-
-
-def table(md, heading):
-    """The markdown table following @heading, as rows of cells."""
-    i = [k for k, x in enumerate(md) if x.startswith(heading)][0]
-    rows = md[i + 1].split("\n")[2:]
-    return [[c.strip() for c in r.strip("|").split("|")] for r in rows]
 
 
 def res(**times):
@@ -110,7 +98,8 @@ def test_never_slower_than_shaddr_off():
     assert row[:2] == ["interposer-mpich", "mpich"]
     assert row[2] == row[3] == row[4]
     assert row[6] == "1.00 (1.00-1.00)"  # the ping-pong: same code, no noise here
-    assert row[7] == "met"
+    assert row[7] == "—"  # nothing measured again
+    assert row[8] == "met"
 
     def slower(c, s):
         return stock(c, s) * (1.1 if c == "barrier" else 1.0)
@@ -138,7 +127,7 @@ def test_the_patched_mpich_losing_to_itself_beyond_the_noise_is_not_met():
     assert (row[3], row[4]) == (str(n - 2), str(n - 2))
     assert row[5] == "bcast 1 MiB: 0.38, bcast 4 MiB: 0.38"
     assert row[6] == "1.00 (0.91-1.00)"
-    assert row[7] == "NOT met"
+    assert row[-1] == "NOT met"
 
 
 def test_slower_within_the_pingpongs_noise_is_met():
@@ -174,7 +163,8 @@ def test_a_default_that_did_not_run_is_not_judged():
     r["mpich-patched-auto"]["status"] = "failed"
     r["mpich-patched-auto"]["reason"] = "main pass: exit 1"
     md = goals.against_shaddr_off(r, "host")
-    assert "met where judged; not judged for mpich-patched-auto." in md[0]
+    # mpich-patched-heap did not run either, while its partner did.
+    assert "met where judged; not judged for mpich-patched-auto, mpich-patched-heap." in md[0]
     rows = {x[0]: x for x in table(md, "**Never slower")}
     assert rows["mpich-patched-auto"][-1] == "not judged"
     assert "failed (main pass: exit 1)" in rows["mpich-patched-auto"][5]
@@ -186,3 +176,105 @@ def test_who_is_stock_and_who_is_default():
     assert goals.is_shaddr("interposer-cma-openmpi")
     assert goals.is_default("mpich-patched-auto")
     assert not goals.is_default("mpich-patched-cma")
+
+
+def test_the_patched_mpich_with_the_heap_is_judged_against_shaddr_off():
+    def heap(c, s):
+        return stock(c, s) * (1.5 if (c, s) == ("bcast", 65536) else 0.8)
+    md = goals.against_shaddr_off(res(**{"mpich-patched-off": stock, "mpich-patched-auto": stock,
+                                         "mpich-patched-heap": heap}), "host")
+    assert verdict(md, "**Never slower") == "NOT met"
+    rows = {x[0]: x for x in table(md, "**Never slower")}
+    assert rows["mpich-patched-auto"][-1] == "met"
+    assert rows["mpich-patched-heap"][1] == "mpich-patched-off"
+    assert rows["mpich-patched-heap"][5] == "bcast 64 KiB: 0.67"
+    assert rows["mpich-patched-heap"][-1] == "NOT met"
+
+
+def test_the_heap_contender_is_no_default_for_the_other_goals():
+    assert not goals.is_default("mpich-patched-heap")
+    # Alone with stock, it is no default: the defaults' goals have no shaddr side.
+    md = goals.goals(res(mpich=stock, **{"mpich-patched-heap": lambda c, s: stock(c, s) / 4}),
+                     LIMIT, 2, "host")
+    assert "not judged" in md[0]
+
+
+def test_the_losses_to_confirm_are_the_judged_contenders_losses_beyond_the_noise():
+    def auto(c, s):  # ping-pong 10% apart: 5% slower is noise, 30% is not
+        return noisy(1.1)(c, s) * {("bcast", 4096): 1.3, ("reduce", 256): 1.05}.get((c, s), 1.0)
+    r = res(**{"mpich-patched-off": stock, "mpich-patched-auto": auto,
+               "mpich-patched-cma": lambda c, s: stock(c, s) * 3,  # forced: not judged
+               "mpich-patched-heap": lambda c, s: stock(c, s) * (2 if c == "barrier" else 1)})
+    assert sorted(goals.losses_beyond_noise(r)) == [
+        ("mpich-patched-auto", "mpich-patched-off", "bcast", 4096),
+        ("mpich-patched-heap", "mpich-patched-off", "barrier", 0)]
+    # A pair too noisy to judge has nothing to confirm.
+    r = res(**{"mpich-patched-off": stock,
+               "mpich-patched-auto": lambda c, s: noisy(2.5)(c, s) * (1.3 if c == "bcast" else 1)})
+    assert goals.losses_beyond_noise(r) == []
+
+
+def test_apply_confirmation_takes_the_medians_of_the_reruns():
+    mine = {("bcast", 131072): 100.0, ("bcast", 4096): 10.0, ("reduce", 8): 5.0}
+    base = {("bcast", 131072): 21.0, ("bcast", 4096): 9.0, ("reduce", 8): 5.0}
+    points = {("bcast", 131072): {"default_us": [16.0, 15.9, 40.0], "off_us": [22.1, 23.0, 20.0]},
+              ("bcast", 4096): {"default_us": [], "off_us": [9.0]}}  # the budget ran out
+    m, b, notes = goals.apply_confirmation(mine, base, points)
+    assert (m[("bcast", 131072)], b[("bcast", 131072)]) == (16.0, 22.1)
+    assert notes[("bcast", 131072)] == {"first": 0.21, "confirmed": 22.1 / 16.0,
+                                        "reruns": (3, 3)}
+    assert (m[("bcast", 4096)], b[("bcast", 4096)]) == (10.0, 9.0)  # the first measurement
+    assert notes[("bcast", 4096)]["confirmed"] is None
+    assert m[("reduce", 8)] == 5.0 and ("reduce", 8) not in notes
+    assert mine[("bcast", 131072)] == 100.0  # the inputs are left alone
+    assert goals.median([3.0, 1.0, 2.0, 10.0]) == 2.5
+
+
+def auto_losing_at(point, factor):
+    return lambda c, s: stock(c, s) * (factor if (c, s) == point else 1.0)
+
+
+def confirmation(points, **extra):
+    return dict({"points": [dict(p, contender="mpich-patched-auto") for p in points],
+                 "seconds": 12.0, "budget_s": 120}, **extra)
+
+
+def test_a_loss_the_confirmation_contradicts_is_met_and_says_so():
+    k = ("bcast", 65536)
+    t = stock(*k)
+    r = res(**{"mpich-patched-off": stock, "mpich-patched-auto": auto_losing_at(k, 4.0)})
+    conf = confirmation([{"coll": "bcast", "bytes": 65536, "default_us": [t * 0.7, t * 0.72, t],
+                          "off_us": [t, t * 1.1, t * 0.99]}])
+    md = goals.against_shaddr_off(r, "host", conf)
+    assert verdict(md, "**Never slower") == "met"
+    assert "measured again (1 point, 12 s)" in md[0]
+    row = table(md, "**Never slower")[0]
+    assert row[5] == "—"
+    assert row[7] == f"bcast 64 KiB: 0.25 → {1.0 / 0.72:.2f} (3+3)"
+    assert row[-1] == "met"
+
+
+def test_a_loss_the_confirmation_repeats_is_not_met_and_marked_confirmed():
+    k = ("reduce", 1 << 20)
+    t = stock(*k)
+    r = res(**{"mpich-patched-off": stock, "mpich-patched-auto": auto_losing_at(k, 2.0)})
+    conf = confirmation([{"coll": "reduce", "bytes": 1 << 20, "default_us": [t * 1.6, t * 1.7],
+                          "off_us": [t, t]}])
+    md = goals.against_shaddr_off(r, "host", conf)
+    assert verdict(md, "**Never slower") == "NOT met"
+    row = table(md, "**Never slower")[0]
+    assert row[5] == f"reduce 1 MiB: {1 / 1.65:.2f} (confirmed)"
+    assert row[7] == f"reduce 1 MiB: 0.50 → {1 / 1.65:.2f} (2+2)"
+
+
+def test_a_point_the_budget_left_unconfirmed_keeps_its_first_measurement():
+    k = ("allgather", 65536)
+    r = res(**{"mpich-patched-off": stock, "mpich-patched-auto": auto_losing_at(k, 2.0)})
+    conf = confirmation([{"coll": "allgather", "bytes": 65536, "default_us": [], "off_us": []}],
+                        gave_up="1 of 1 points not measured again")
+    md = goals.against_shaddr_off(r, "host", conf)
+    assert verdict(md, "**Never slower") == "NOT met"
+    assert "stopped at its time budget (120 s): 1 of 1 points not measured again." in md[0]
+    row = table(md, "**Never slower")[0]
+    assert row[5] == "allgather 64 KiB: 0.50"
+    assert row[7] == "allgather 64 KiB: 0.50 → not re-measured"
