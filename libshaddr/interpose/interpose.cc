@@ -441,7 +441,8 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   };
   // Non-roots do not know the others' counts: no size threshold here, and each transfer checks
   // the sender's count against the root's (a mismatch fails on every rank: PMPI_* reports it).
-  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
+  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi())
+    return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
@@ -513,7 +514,8 @@ int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
     return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
                          root, comm);
   };
-  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
+  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi())
+    return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
   TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
@@ -686,7 +688,7 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
   // Each rank knows only its own counts: each transfer checks them against the reader's (a
   // mismatch fails on every rank: PMPI_* reports it).
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || s->multi()) return c.forward(mpi);
+  if (!s || settings().forward[c.which] || !rti.ok || s->multi()) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && !sti.ok) return c.forward(mpi);

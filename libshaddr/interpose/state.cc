@@ -140,9 +140,8 @@ std::string describe_plan(const State &s) {
   return out;
 }
 
-// SHADDR_INTERPOSE_FORWARD: the calls named are always forwarded (small(), barrier()). The
-// v-calls without a size (Gatherv, Scatterv, Alltoallv) are not among the names: their path
-// does not pass there. 0, or -EINVAL with *why.
+// SHADDR_INTERPOSE_FORWARD: the calls named are always forwarded (small(), barrier(), and
+// the v-calls without a size, which check it themselves). 0, or -EINVAL with *why.
 int read_forward(SettingsReader &in, Settings *st, std::string *why) {
   static const struct {
     const char *name;
@@ -150,10 +149,13 @@ int read_forward(SettingsReader &in, Settings *st, std::string *why) {
   } names[] = {
       {"barrier", SHADDR_IP_BARRIER},     {"bcast", SHADDR_IP_BCAST},
       {"reduce", SHADDR_IP_REDUCE},       {"allreduce", SHADDR_IP_ALLREDUCE},
-      {"gather", SHADDR_IP_GATHER},       {"scatter", SHADDR_IP_SCATTER},
+      {"gather", SHADDR_IP_GATHER},       {"gatherv", SHADDR_IP_GATHERV},
+      {"scatter", SHADDR_IP_SCATTER},     {"scatterv", SHADDR_IP_SCATTERV},
       {"allgather", SHADDR_IP_ALLGATHER}, {"allgatherv", SHADDR_IP_ALLGATHERV},
-      {"alltoall", SHADDR_IP_ALLTOALL},
+      {"alltoall", SHADDR_IP_ALLTOALL},   {"alltoallv", SHADDR_IP_ALLTOALLV},
   };
+  static_assert(sizeof(names) / sizeof(names[0]) == SHADDR_IP_COUNT,
+                "every intercepted collective has a name");
   const std::string list = in.text("SHADDR_INTERPOSE_FORWARD", "");
   size_t at = 0;
   while (at <= list.size()) {
@@ -173,7 +175,8 @@ int read_forward(SettingsReader &in, Settings *st, std::string *why) {
       }
     if (!known) {
       *why = "SHADDR_INTERPOSE_FORWARD: unknown call `" + w + "` (barrier, bcast, reduce, "
-             "allreduce, gather, scatter, allgather, allgatherv, alltoall, all)";
+             "allreduce, gather, gatherv, scatter, scatterv, allgather, allgatherv, alltoall, "
+             "alltoallv, all)";
       return -EINVAL;
     }
   }
