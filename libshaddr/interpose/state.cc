@@ -39,6 +39,7 @@ int g_progress_buf = 0;
 struct Profile {
   bool usable = false;
   bool config_error = false;
+  bool spans = false;  // several nodes
   std::string why;
   std::shared_ptr<const shaddr_plan> plan;
 };
@@ -415,6 +416,7 @@ void save_profile(const State &s, const std::vector<int> &key) {
   p.config_error = s.config_error;
   p.why = s.why;
   p.plan = s.plan;
+  p.spans = s.spans;
 }
 
 void apply_profile(const Profile &p, State *s) {
@@ -422,6 +424,7 @@ void apply_profile(const Profile &p, State *s) {
   s->config_error = p.config_error;
   s->why = p.why;
   s->plan = p.plan;
+  s->spans = p.spans;
 }
 
 // After a set-up: what SHADDR_VERBOSE=1 (or a wrong setting) has to say; @fresh: a new one
@@ -495,6 +498,7 @@ void attach(State *s, Shared *sh) {
   s->node_rank = h.node_rank;
   s->node_size = h.node_size;
   s->nnodes = h.nnodes;
+  s->spans = h.nnodes > 1;
   s->my_node = h.my_node;
   s->node_of = h.node_of;
   s->local_of = h.local_of;
@@ -666,9 +670,13 @@ bool ensure_built(State &s) {
 
 bool State::multi() { return !ensure_built(*this) || nnodes > 1; }
 
+bool built_locally(State &s) {
+  if (!s.built && (s.key.empty() || g_shared.find(s.key) == g_shared.end())) return false;
+  return ensure_built(s);
+}
+
 shaddr_comm_t *ledger_comm(State &s) {
-  if (!s.built && (s.key.empty() || g_shared.find(s.key) == g_shared.end())) return nullptr;
-  if (!ensure_built(s) || s.nnodes > 1) return nullptr;
+  if (!built_locally(s) || s.nnodes > 1) return nullptr;
   return s.sc;
 }
 

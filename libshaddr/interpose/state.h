@@ -66,11 +66,30 @@ struct State {
     return st && !st->use_fallback;
   }
 
+  // Whether some size of @coll goes to libshaddr (false: every call of it is forwarded, whatever
+  // its arguments).
+  bool lib_any(shaddr_coll coll) const {
+    if (!plan) return false;
+    for (int t : {static_cast<int>(coll), coll == SHADDR_COLL_ALLREDUCE
+                                              ? static_cast<int>(SHADDR_PLAN_ALLREDUCE_IN_PLACE)
+                                              : -1}) {
+      if (t < 0) continue;
+      const shaddr_plan_table &tab = plan->tables[t];
+      for (int i = 0; i < tab.nsteps; i++)
+        if (!tab.steps[i].use_fallback) return true;
+    }
+    return false;
+  }
+
   Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
   std::vector<int> key;      // the group's MPI_COMM_WORLD ranks (empty: not shareable)
   bool freed = false;        // the set-up proper was released (or never existed)
   uint64_t lib_seq = 0;    // libshaddr calls on this rank (SHADDR_INTERPOSE_FAIL_EVERY)
   bool injected = false;   // the last failure was injected
+
+  // The group spans several (virtual) nodes: known before the set-up proper, from the group's
+  // profile, so that the ranks agree on a call's arguments before any of them sets up.
+  bool spans = false;
 
   bool leader() const { return node_rank == 0; }
   bool multi() const { return nnodes > 1; }
@@ -83,6 +102,11 @@ struct State {
 // Makes the set-up proper of @s if not done yet (collective over s.comm, at the same call on
 // every rank). Returns s.usable.
 bool ensure_built(State &s);
+
+// Makes @s's set-up without communicating, if it can (built already, or a live set-up of its
+// group taken, as every rank of the group has it too). Returns whether @s is set up now; the
+// same answer on every rank of @s.
+bool built_locally(State &s);
 
 // The node communicator whose call ledger records @s's calls (shaddr_call_agree), or nullptr:
 // @s's set-up when it is made, or a live one of its group (taken now, without communicating,
