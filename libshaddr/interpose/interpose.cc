@@ -45,10 +45,46 @@ uint64_t call_token(shaddr_interpose_call which, uint64_t bytes, int root = -1,
   return t == SHADDR_CALL_FORWARDED ? 1 : t;
 }
 
-// One call: counted once as forwarded, accelerated or fallen back, and recorded in the node
-// communicator's call ledger (shaddr_call_agree), so that ranks whose arguments differ (an
-// erroneous program) or that chose differently all end up in PMPI_*, which reports the error as
-// it would without the interposer, instead of some waiting in libshaddr for the others.
+// libshaddr's collective (and plan table) of an intercepted call.
+shaddr_coll coll_of(shaddr_interpose_call which) {
+  static constexpr shaddr_coll kColl[SHADDR_IP_COUNT] = {
+      SHADDR_COLL_BARRIER, SHADDR_COLL_BCAST,   SHADDR_COLL_REDUCE,    SHADDR_COLL_ALLREDUCE,
+      SHADDR_COLL_GATHER,  SHADDR_COLL_GATHER,  SHADDR_COLL_SCATTER,   SHADDR_COLL_SCATTER,
+      SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLTOALL, SHADDR_COLL_ALLTOALL};
+  return kColl[which];
+}
+
+// Over several nodes no call ledger spans the communicator: the ranks agree on @token by
+// AND-ing {token, ~token} over it, whose two results cover every bit exactly when no two tokens
+// differ. libshaddr reduces in each node to its leader, the leaders PMPI_Allreduce 16 bytes,
+// libshaddr broadcasts the verdict in each node (a node whose libshaddr step fails, every rank
+// of it alike, does that step with PMPI_* on the node). True when every rank passed @token and
+// it is not SHADDR_CALL_FORWARDED; the same answer on every rank.
+bool agree_nodes(State &s, uint64_t token) {
+  uint64_t v[2] = {token, ~token};
+  uint64_t mine[2] = {v[0], v[1]};
+  const bool lead = s.leader();
+  if (s.sc &&
+      shaddr_reduce(s.sc, mine, lead ? v : nullptr, 2, SHADDR_UINT64, SHADDR_OP_BAND, 0) != 0 &&
+      PMPI_Reduce(mine, lead ? v : nullptr, 2, MPI_UINT64_T, MPI_BAND, 0, s.node) != MPI_SUCCESS)
+    v[0] = v[1] = 0;  // no verdict: this node forwards (the error is MPI's to report)
+  if (lead && PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_BAND, s.leaders) != MPI_SUCCESS)
+    v[0] = v[1] = 0;
+  if (s.sc && shaddr_bcast(s.sc, v, sizeof(v), 0) != 0 &&
+      PMPI_Bcast(v, 2, MPI_UINT64_T, 0, s.node) != MPI_SUCCESS)
+    v[0] = v[1] = 0;
+  return (v[0] | v[1]) == ~uint64_t{0} && v[0] != SHADDR_CALL_FORWARDED;
+}
+
+// One call: counted once as forwarded, accelerated or fallen back, and agreed, so that ranks
+// whose arguments differ (an erroneous program) or that chose differently all end up in PMPI_*,
+// which reports the error as it would without the interposer, instead of some waiting in
+// libshaddr for the others. On one node through the node communicator's call ledger
+// (shaddr_call_agree: shared memory, a forwarding rank does not wait); over several nodes, for
+// the calls the hierarchy takes, with agree_nodes (a node reduce and broadcast of 16 bytes and
+// the leaders' PMPI_Allreduce of them, per call and also per forwarded call: a rank that
+// forwards must tell the others, which wait for every rank), unless the plan sends no size of
+// that call to libshaddr: then every rank forwards it whatever its arguments.
 struct Call {
   shaddr_interpose_call which;
   State *s;
@@ -56,16 +92,38 @@ struct Call {
   // The ledger of this call's node communicator, where one exists without communicating
   // (ledger_comm); the hierarchy's phases are not recorded.
   shaddr_comm_t *ledger() const { return s ? ledger_comm(*s) : nullptr; }
+  // Agreed over several nodes: the calls with arguments that the hierarchy takes (the others
+  // are forwarded on such communicators whatever their arguments, as are calls that
+  // SHADDR_INTERPOSE_FORWARD names).
+  bool across() const {
+    return s && s->spans && !settings().forward[which] &&
+           (which == SHADDR_IP_BCAST || which == SHADDR_IP_REDUCE ||
+            which == SHADDR_IP_ALLREDUCE || which == SHADDR_IP_ALLGATHER ||
+            which == SHADDR_IP_ALLTOALL) &&
+           s->lib_any(coll_of(which));
+  }
   // Runs the call in PMPI_*; the peers learn it before this rank blocks there.
   template <typename Run>
   int forward(Run &&run) {
-    if (shaddr_comm_t *l = ledger()) shaddr_call_agree(l, SHADDR_CALL_FORWARDED);
+    if (across())
+      agree_nodes(*s, SHADDR_CALL_FORWARDED);
+    else if (shaddr_comm_t *l = ledger())
+      shaddr_call_agree(l, SHADDR_CALL_FORWARDED);
     count_forward(which);
     return run();
   }
-  // True when every rank of the node records this call with @token; false: the caller runs it
-  // in PMPI_* with its own arguments, as every other rank of the node does.
+  // True when every rank (of the node, or of the communicator over several nodes) records this
+  // call with @token, and the communicator is set up; false: the caller runs it in PMPI_* with
+  // its own arguments, as every other rank does.
   bool agreed(uint64_t token, const char *name) {
+    if (across()) {
+      if (!agree_nodes(*s, token)) {
+        say(s, "%s: the ranks' arguments differ: PMPI_*", name);
+        count_fallback(which);
+        return false;
+      }
+      return true;
+    }
     shaddr_comm_t *l = ledger();
     if (!l) return true;
     const int rc = shaddr_call_agree(l, token);
@@ -78,15 +136,12 @@ struct Call {
 
 // A call goes to PMPI_* where libshaddr's plan (State::plan) says so: the model measured this
 // MPI faster at that size, or a SHADDR_MIN_<COLL> setting sends it there; and always where
-// SHADDR_INTERPOSE_FORWARD names the call. @bytes: the message, or one rank's block; Allgatherv's: all blocks.
+// SHADDR_INTERPOSE_FORWARD names the call. @bytes: the message, or one rank's block;
+// Allgatherv's: all blocks.
 bool small(State &s, const Call &c, size_t bytes, unsigned flags = 0) {
   if (bytes == 0 || settings().forward[c.which]) return true;
-  static constexpr shaddr_coll kColl[SHADDR_IP_COUNT] = {
-      SHADDR_COLL_BARRIER, SHADDR_COLL_BCAST,   SHADDR_COLL_REDUCE,    SHADDR_COLL_ALLREDUCE,
-      SHADDR_COLL_GATHER,  SHADDR_COLL_GATHER,  SHADDR_COLL_SCATTER,   SHADDR_COLL_SCATTER,
-      SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLTOALL, SHADDR_COLL_ALLTOALL};
   if (c.which == SHADDR_IP_ALLGATHERV) bytes = std::max<size_t>(bytes / s.size, 1);
-  return !s.lib_for(kColl[c.which], bytes, flags);
+  return !s.lib_for(coll_of(c.which), bytes, flags);
 }
 
 // True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
@@ -438,7 +493,8 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   };
   // Non-roots do not know the others' counts: no size threshold here, and each transfer checks
   // the sender's count against the root's (a mismatch fails on every rank: PMPI_* reports it).
-  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
+  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi())
+    return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
@@ -510,7 +566,8 @@ int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
     return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
                          root, comm);
   };
-  if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
+  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi())
+    return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
   TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
@@ -553,7 +610,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
-      (s->multi() && !fits_int(bytes * s->size)))
+      (s->spans && !fits_int(bytes * s->size)))
     return c.forward(mpi);
   View sv, rv;
   if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
@@ -637,7 +694,7 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   const size_t n = static_cast<size_t>(s->size);
   if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
-      (s->multi() && !fits_int(bytes * n * n)))
+      (s->spans && !fits_int(bytes * n * n)))
     return c.forward(mpi);
   View sv, rv;
   if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
@@ -683,7 +740,7 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
   // Each rank knows only its own counts: each transfer checks them against the reader's (a
   // mismatch fails on every rank: PMPI_* reports it).
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || s->multi()) return c.forward(mpi);
+  if (!s || settings().forward[c.which] || !rti.ok || s->multi()) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && !sti.ok) return c.forward(mpi);

@@ -44,6 +44,7 @@ int g_progress_buf = 0;
 struct Profile {
   bool usable = false;
   bool config_error = false;
+  bool spans = false;  // several nodes
   std::string why;
   std::shared_ptr<const shaddr_plan> plan;
 };
@@ -146,9 +147,8 @@ std::string describe_plan(const State &s) {
   return out;
 }
 
-// SHADDR_INTERPOSE_FORWARD: the calls named are always forwarded (small(), barrier()). The
-// v-calls without a size (Gatherv, Scatterv, Alltoallv) are not among the names: their path
-// does not pass there. 0, or -EINVAL with *why.
+// SHADDR_INTERPOSE_FORWARD: the calls named are always forwarded (small(), barrier(), and
+// the v-calls without a size, which check it themselves). 0, or -EINVAL with *why.
 int read_forward(SettingsReader &in, Settings *st, std::string *why) {
   static const struct {
     const char *name;
@@ -156,10 +156,13 @@ int read_forward(SettingsReader &in, Settings *st, std::string *why) {
   } names[] = {
       {"barrier", SHADDR_IP_BARRIER},     {"bcast", SHADDR_IP_BCAST},
       {"reduce", SHADDR_IP_REDUCE},       {"allreduce", SHADDR_IP_ALLREDUCE},
-      {"gather", SHADDR_IP_GATHER},       {"scatter", SHADDR_IP_SCATTER},
+      {"gather", SHADDR_IP_GATHER},       {"gatherv", SHADDR_IP_GATHERV},
+      {"scatter", SHADDR_IP_SCATTER},     {"scatterv", SHADDR_IP_SCATTERV},
       {"allgather", SHADDR_IP_ALLGATHER}, {"allgatherv", SHADDR_IP_ALLGATHERV},
-      {"alltoall", SHADDR_IP_ALLTOALL},
+      {"alltoall", SHADDR_IP_ALLTOALL},   {"alltoallv", SHADDR_IP_ALLTOALLV},
   };
+  static_assert(sizeof(names) / sizeof(names[0]) == SHADDR_IP_COUNT,
+                "every intercepted collective has a name");
   const std::string list = in.text("SHADDR_INTERPOSE_FORWARD", "");
   size_t at = 0;
   while (at <= list.size()) {
@@ -179,7 +182,8 @@ int read_forward(SettingsReader &in, Settings *st, std::string *why) {
       }
     if (!known) {
       *why = "SHADDR_INTERPOSE_FORWARD: unknown call `" + w + "` (barrier, bcast, reduce, "
-             "allreduce, gather, scatter, allgather, allgatherv, alltoall, all)";
+             "allreduce, gather, gatherv, scatter, scatterv, allgather, allgatherv, alltoall, "
+             "alltoallv, all)";
       return -EINVAL;
     }
   }
@@ -422,6 +426,7 @@ void save_profile(const State &s, const std::vector<int> &key) {
   p.config_error = s.config_error;
   p.why = s.why;
   p.plan = s.plan;
+  p.spans = s.spans;
 }
 
 void apply_profile(const Profile &p, State *s) {
@@ -429,6 +434,7 @@ void apply_profile(const Profile &p, State *s) {
   s->config_error = p.config_error;
   s->why = p.why;
   s->plan = p.plan;
+  s->spans = p.spans;
 }
 
 // After a set-up: what SHADDR_VERBOSE=1 (or a wrong setting) has to say; @fresh: a new one
@@ -502,6 +508,7 @@ void attach(State *s, Shared *sh) {
   s->node_rank = h.node_rank;
   s->node_size = h.node_size;
   s->nnodes = h.nnodes;
+  s->spans = h.nnodes > 1;
   s->my_node = h.my_node;
   s->node_of = h.node_of;
   s->local_of = h.local_of;
@@ -667,8 +674,6 @@ State *state_of(MPI_Comm comm) {
   g_last = LastLookup{comm, s};
   return s->usable ? s : nullptr;
 }
-
-bool State::multi() { return !usable || nnodes > 1; }
 
 shaddr_comm_t *ledger_comm(State &s) { return s.usable && s.nnodes == 1 ? s.sc : nullptr; }
 

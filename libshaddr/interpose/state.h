@@ -65,27 +65,37 @@ struct State {
     return st && !st->use_fallback;
   }
 
+  // Whether some size of @coll goes to libshaddr (false: every call of it is forwarded, whatever
+  // its arguments).
+  bool lib_any(shaddr_coll coll) const {
+    if (!plan) return false;
+    for (int t : {static_cast<int>(coll), coll == SHADDR_COLL_ALLREDUCE
+                                              ? static_cast<int>(SHADDR_PLAN_ALLREDUCE_IN_PLACE)
+                                              : -1}) {
+      if (t < 0) continue;
+      const shaddr_plan_table &tab = plan->tables[t];
+      for (int i = 0; i < tab.nsteps; i++)
+        if (!tab.steps[i].use_fallback) return true;
+    }
+    return false;
+  }
+
   Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
   std::vector<int> key;      // the group's MPI_COMM_WORLD ranks (empty: not shareable)
   bool freed = false;        // the set-up proper was released (or never existed)
   uint64_t lib_seq = 0;    // libshaddr calls on this rank (SHADDR_INTERPOSE_FAIL_EVERY)
   bool injected = false;   // the last failure was injected
 
+  // The group spans several (virtual) nodes (also in its profile): its calls are agreed over
+  // the whole communicator (interpose.cc, agree_nodes), not by one node's call ledger.
+  bool spans = false;
+
   bool leader() const { return node_rank == 0; }
   bool multi() const { return nnodes > 1; }
-  // The callers' test before a call that cannot run over several nodes: sets up the
-  // communicator if that was not done yet (collective: every rank asks at the same call), and
-  // true also when that failed, so that the call is forwarded.
-  bool multi();
 };
 
-// Makes the set-up proper of @s if not done yet (collective over s.comm, at the same call on
-// every rank). Returns s.usable.
-
-// The node communicator whose call ledger records @s's calls (shaddr_call_agree), or nullptr:
-// @s's set-up when it is made, or a live one of its group (taken now, without communicating,
-// as every rank of the group has it too); never a set-up that needs communication, which a
-// rank that forwards a call would then make alone. nullptr also over several nodes.
+// The node communicator whose call ledger records @s's calls (shaddr_call_agree), or nullptr
+// (not usable, or over several nodes).
 shaddr_comm_t *ledger_comm(State &s);
 
 // Settings (read once at MPI_Init or the first collective).

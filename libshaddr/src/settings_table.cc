@@ -162,9 +162,10 @@ constexpr SettingDef kSettings[] = {
           "`0`: the interposer forwards every call to `PMPI_*`"),
     typed("SHADDR_INTERPOSE_FORWARD", T::kText, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "—",
           "interposer: calls forwarded to `PMPI_*` whatever their size, a comma-separated list "
-          "of `barrier`, `bcast`, `reduce`, `allreduce`, `gather`, `scatter`, `allgather`, "
-          "`allgatherv`, `alltoall` (or `all`); e.g. `barrier` for a program whose barriers "
-          "must be MPI's own. An unknown name turns the interposer off"),
+          "of `barrier`, `bcast`, `reduce`, `allreduce`, `gather`, `gatherv`, `scatter`, "
+          "`scatterv`, `allgather`, `allgatherv`, `alltoall`, `alltoallv` (or `all`), any "
+          "case; e.g. `barrier` for a program whose barriers must be MPI's own. An unknown "
+          "name turns the interposer off"),
     typed("SHADDR_INTERPOSE_SEGMENT", T::kSize, L::kInterposer, kEqual, kEnvOnly, 4 * kKi, kGi,
           "", "`256K`",
           "interposer: piece size of the leaders' pipelined Bcast across nodes (at most 1024 "
