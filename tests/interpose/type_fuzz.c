@@ -750,7 +750,14 @@ static void mismatch_case(const char *name, int n)
 	MPI_Comm comm;
 	int rank, size, rc = MPI_SUCCESS, cls;
 
-	MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+	/* TYPE_FUZZ_MISMATCH_COMM=reversed: each case on a new communicator of the ranks in
+	 * reverse order, a group the interposer has met before from the second case on (its set-up
+	 * must not depend on the erroneous call's counts). */
+	const char *kind = getenv("TYPE_FUZZ_MISMATCH_COMM");
+	if (kind && !strcmp(kind, "reversed"))
+		MPI_Comm_split(MPI_COMM_WORLD, 0, g_size - g_rank, &comm);
+	else
+		MPI_Comm_dup(MPI_COMM_WORLD, &comm);
 	MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
 	MPI_Comm_rank(comm, &rank);
 	MPI_Comm_size(comm, &size);
