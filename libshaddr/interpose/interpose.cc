@@ -96,7 +96,7 @@ struct Call {
   // are forwarded on such communicators whatever their arguments, as are calls that
   // SHADDR_INTERPOSE_FORWARD names).
   bool across() const {
-    return s && s->spans && !settings().forward[which] &&
+    return s && s->multi() && !settings().forward[which] &&
            (which == SHADDR_IP_BCAST || which == SHADDR_IP_REDUCE ||
             which == SHADDR_IP_ALLREDUCE || which == SHADDR_IP_ALLGATHER ||
             which == SHADDR_IP_ALLTOALL) &&
@@ -113,8 +113,8 @@ struct Call {
     return run();
   }
   // True when every rank (of the node, or of the communicator over several nodes) records this
-  // call with @token, and the communicator is set up; false: the caller runs it in PMPI_* with
-  // its own arguments, as every other rank does.
+  // call with @token; false: the caller runs it in PMPI_* with its own arguments, as every
+  // other rank does.
   bool agreed(uint64_t token, const char *name) {
     if (across()) {
       if (!agree_nodes(*s, token)) {
@@ -610,7 +610,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
-      (s->spans && !fits_int(bytes * s->size)))
+      (s->multi() && !fits_int(bytes * s->size)))
     return c.forward(mpi);
   View sv, rv;
   if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
@@ -694,7 +694,7 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   const size_t n = static_cast<size_t>(s->size);
   if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
-      (s->spans && !fits_int(bytes * n * n)))
+      (s->multi() && !fits_int(bytes * n * n)))
     return c.forward(mpi);
   View sv, rv;
   if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))

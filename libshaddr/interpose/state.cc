@@ -44,7 +44,6 @@ int g_progress_buf = 0;
 struct Profile {
   bool usable = false;
   bool config_error = false;
-  bool spans = false;  // several nodes
   std::string why;
   std::shared_ptr<const shaddr_plan> plan;
 };
@@ -426,7 +425,6 @@ void save_profile(const State &s, const std::vector<int> &key) {
   p.config_error = s.config_error;
   p.why = s.why;
   p.plan = s.plan;
-  p.spans = s.spans;
 }
 
 void apply_profile(const Profile &p, State *s) {
@@ -434,7 +432,6 @@ void apply_profile(const Profile &p, State *s) {
   s->config_error = p.config_error;
   s->why = p.why;
   s->plan = p.plan;
-  s->spans = p.spans;
 }
 
 // After a set-up: what SHADDR_VERBOSE=1 (or a wrong setting) has to say; @fresh: a new one
@@ -508,7 +505,6 @@ void attach(State *s, Shared *sh) {
   s->node_rank = h.node_rank;
   s->node_size = h.node_size;
   s->nnodes = h.nnodes;
-  s->spans = h.nnodes > 1;
   s->my_node = h.my_node;
   s->node_of = h.node_of;
   s->local_of = h.local_of;

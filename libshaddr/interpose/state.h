@@ -86,11 +86,9 @@ struct State {
   uint64_t lib_seq = 0;    // libshaddr calls on this rank (SHADDR_INTERPOSE_FAIL_EVERY)
   bool injected = false;   // the last failure was injected
 
-  // The group spans several (virtual) nodes (also in its profile): its calls are agreed over
-  // the whole communicator (interpose.cc, agree_nodes), not by one node's call ledger.
-  bool spans = false;
-
   bool leader() const { return node_rank == 0; }
+  // Several (virtual) nodes: calls are agreed over the whole communicator (interpose.cc,
+  // agree_nodes), not by one node's call ledger, and run through the hierarchy.
   bool multi() const { return nnodes > 1; }
 };
 
