@@ -144,6 +144,14 @@ bool small(State &s, const Call &c, size_t bytes, unsigned flags = 0) {
   return !s.lib_for(coll_of(c.which), bytes, flags);
 }
 
+// small() from @count elements of @type alone, before the costlier look at the types' layouts:
+// most short calls are forwarded on this. True also where MPI cannot size @type (forwarded).
+bool small_by_size(State &s, const Call &c, int count, MPI_Datatype type) {
+  MPI_Count tsize = 0;
+  return count < 0 || !type_size(type, &tsize) ||
+         small(s, c, static_cast<size_t>(count) * static_cast<size_t>(tsize));
+}
+
 // True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
 // @op. Asked on
 // every Reduce/Allreduce before the size decides, so the last answer is kept: only a
@@ -453,6 +461,9 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
   };
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
+  if (is_root ? small_by_size(*s, c, recvcount, recvtype)
+              : small_by_size(*s, c, sendcount, sendtype))
+    return c.forward(mpi);
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   TypeInfo rti = is_root ? type_info(recvtype) : TypeInfo{};
@@ -537,6 +548,9 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   };
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
+  if (is_root ? small_by_size(*s, c, sendcount, sendtype)
+              : small_by_size(*s, c, recvcount, recvtype))
+    return c.forward(mpi);
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
   TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
   TypeInfo rti = in_place ? TypeInfo{} : type_info(recvtype);
@@ -603,8 +617,9 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   auto mpi = [&] {
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
+  if (!s || small_by_size(*s, c, recvcount, recvtype)) return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || recvcount < 0) return c.forward(mpi);
+  if (!rti.ok) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
@@ -686,8 +701,9 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   auto mpi = [&] {
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
+  if (!s || small_by_size(*s, c, recvcount, recvtype)) return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || recvcount < 0) return c.forward(mpi);
+  if (!rti.ok) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);

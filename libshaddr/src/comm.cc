@@ -413,13 +413,15 @@ SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm) {
 }
 
 SHADDR_API int shaddr_call_agree(shaddr_comm_t *comm, uint64_t token) {
+  // A forwarded call's record cannot fail and is on every short call's path: it leaves the
+  // thread's last error alone (a thread-local access) and goes first.
+  if (comm && token == shaddr::kCallForwarded) {
+    shaddr::from_handle(comm)->forward_call();
+    return 0;
+  }
   shaddr::clear_error();
   if (int err = shaddr::check_comm(comm)) return err;
   Comm *c = shaddr::from_handle(comm);
-  if (token == shaddr::kCallForwarded) {
-    c->forward_call();
-    return 0;
-  }
   if (c->size() == 1) return 0;
   const int err = c->agree_call(token);
   if (err == -EXDEV)
