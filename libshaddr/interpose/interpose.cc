@@ -80,7 +80,8 @@ bool agree_nodes(State &s, uint64_t token) {
 // whose arguments differ (an erroneous program) or that chose differently all end up in PMPI_*,
 // which reports the error as it would without the interposer, instead of some waiting in
 // libshaddr for the others. On one node through the node communicator's call ledger
-// (shaddr_call_agree: shared memory, a forwarding rank does not wait); over several nodes, for
+// (shaddr_call_announce, settled by the collective; a forwarding rank records itself with
+// shaddr_call_agree and does not wait); over several nodes, for
 // the calls the hierarchy takes, with agree_nodes (a node reduce and broadcast of 16 bytes and
 // the leaders' PMPI_Allreduce of them, per call and also per forwarded call: a rank that
 // forwards must tell the others, which wait for every rank), unless the plan sends no size of
@@ -114,7 +115,9 @@ struct Call {
   }
   // True when every rank (of the node, or of the communicator over several nodes) records this
   // call with @token; false: the caller runs it in PMPI_* with its own arguments, as every
-  // other rank does.
+  // other rank does. On one node the call is only announced here: the libshaddr collective
+  // that follows settles it (shaddr_call_announce), and returns -EXDEV, which failed() turns
+  // into the same PMPI_* run, where the ranks differ.
   bool agreed(uint64_t token, const char *name) {
     if (across()) {
       if (!agree_nodes(*s, token)) {
@@ -126,7 +129,7 @@ struct Call {
     }
     shaddr_comm_t *l = ledger();
     if (!l) return true;
-    const int rc = shaddr_call_agree(l, token);
+    const int rc = shaddr_call_announce(l, token);
     if (!rc) return true;
     say_fallback(*s, name, rc);
     count_fallback(which);

@@ -60,10 +60,11 @@ int slot_bcast(Comm &c, char *buf, size_t bytes, int root, size_t segment,
       err = ready(off, bytes - off < segment ? bytes - off : segment, ctx);
     if (!err) std::memcpy(c.slot(root, j, bytes), buf, bytes);
     c.slot_publish(j, bcast_meta(bytes, root) | (err ? kSlotAbort : 0));
+    if (int e = c.slot_settle(j)) return e;
     c.slot_close(j);
     return err ? fail(err, "shaddr_bcast: the root's data source failed") : 0;
   }
-  j = c.slot_next();
+  if (int err = c.slot_next(&j)) return err;
   if (int err = c.slot_wait(root, j)) return fail(err, "shaddr_bcast");
   const uint64_t meta = c.slot_meta(root, j);
   int err = 0;
@@ -218,6 +219,7 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
   const bool segmented = segment != 0;
   if (segment == 0 || segment > bytes) segment = bytes ? bytes : 1;
   if (c.size() == 1 || bytes == 0) {
+    if (int err = c.settle_call()) return err;
     for (size_t off = 0; ready && off < bytes; off += segment)
       if (int err = ready(off, bytes - off < segment ? bytes - off : segment, ctx))
         return fail(err, "shaddr_bcast: the root's data source failed");
@@ -227,6 +229,7 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
       c.algorithm(SHADDR_COLL_BCAST, bytes, segmented ? SHADDR_PLAN_SEGMENTED : 0);
   if (algo == SHADDR_ALGO_SLOTS)
     return c.account(slot_bcast(c, static_cast<char *>(buf), bytes, root, segment, ready, ctx));
+  if (int err = c.settle_call()) return c.account(err);
   const uint64_t s = c.begin();
   int err;
   if (algo == SHADDR_ALGO_FIFO) {
@@ -255,6 +258,7 @@ SHADDR_API int shaddr_barrier(shaddr_comm_t *comm) {
   if (int err = shaddr::check_comm(comm)) return err;
   Comm &c = *shaddr::from_handle(comm);
   c.stats().calls[SHADDR_COLL_BARRIER]++;
+  if (int err = c.settle_call()) return err;
   if (c.size() == 1) return 0;
   c.stats().runs[SHADDR_COLL_BARRIER][SHADDR_ALGO_BARRIER]++;
   const uint64_t s = c.begin();

@@ -76,6 +76,7 @@ int fetch_entry(Comm &c, int peer, int i, int index, size_t *out) {
 
 int gatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
             const size_t *recvbytes, const size_t *displs, int root) {
+  if (int err = c.settle_call()) return err;
   const int me = c.rank(), n = c.size();
   const bool inplace = me == root && in_place(sendbuf);
   if (!inplace)
@@ -113,6 +114,7 @@ int gatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
 int scatterv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_t *displs,
              void *recvbuf, size_t recvbytes, int root, bool uniform) {
   const int me = c.rank(), n = c.size();
+  if (int err = c.settle_call()) return err;
   const bool inplace = me == root && recvbuf == SHADDR_IN_PLACE;
   if (!inplace)
     if (int err = check_buf(recvbuf, recvbytes, "receive buffer")) return err;
@@ -176,6 +178,7 @@ int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
   std::memcpy(slot, &header, sizeof(header));
   if (mylen <= c.slot_bytes() - sizeof(header)) std::memcpy(slot + sizeof(header), mine, mylen);
   c.slot_publish(j);
+  if (int err = c.slot_settle(j)) return err;
   int err = 0;
   if (mylen != recvbytes[me]) err = size_mismatch(me, mylen, recvbytes[me]);
   else if (!inplace && mylen) std::memcpy(out + displs[me], sendbuf, mylen);
@@ -257,6 +260,7 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
   }
   if (algo == SHADDR_ALGO_SLOTS)
     return slot_allgatherv(c, sendbuf, sendbytes, out, recvbytes, displs);
+  if (int err = c.settle_call()) return err;
   if (algo == SHADDR_ALGO_RING)
     return ring_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs);
   const void *mine = inplace ? out + displs[me] : sendbuf;
@@ -280,6 +284,7 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
 int alltoallv(Comm &c, const void *sendbuf, const size_t *sendbytes, const size_t *sdispls,
               void *recvbuf, const size_t *recvbytes, const size_t *rdispls, bool uniform) {
   const int me = c.rank(), n = c.size();
+  if (int err = c.settle_call()) return err;
   const bool inplace = in_place(sendbuf);
   if (!recvbytes || !rdispls) return fail(-EINVAL, "NULL receive counts or displacements");
   if (inplace) {
@@ -345,6 +350,7 @@ int slot_collective(Comm &c, SlotKind kind, const void *sendbuf, size_t bytes, v
     if (!(kind == SlotKind::kGather && me == root)) std::memcpy(c.slot(me, j), src, len);
   }
   c.slot_publish(j);
+  if (int err = c.slot_settle(j)) return err;
   int err = 0;
   switch (kind) {
   case SlotKind::kGather:
@@ -402,7 +408,7 @@ SHADDR_API int shaddr_gather(shaddr_comm_t *comm, const void *sendbuf, size_t by
   Comm *c = enter(comm, SHADDR_COLL_GATHER, &err);
   if (!c) return err;
   if ((err = shaddr::check_root(*c, root))) return err;
-  if (bytes == 0) return 0;
+  if (bytes == 0) return c->account(c->settle_call());
   if (c->algorithm(SHADDR_COLL_GATHER, bytes) == SHADDR_ALGO_SLOTS) {
     if (!(c->rank() == root && sendbuf == SHADDR_IN_PLACE) &&
         (err = shaddr::check_buf(sendbuf, bytes, "send buffer")))
@@ -437,7 +443,7 @@ SHADDR_API int shaddr_scatter(shaddr_comm_t *comm, const void *sendbuf, size_t b
   Comm *c = enter(comm, SHADDR_COLL_SCATTER, &err);
   if (!c) return err;
   if ((err = shaddr::check_root(*c, root))) return err;
-  if (bytes == 0) return 0;
+  if (bytes == 0) return c->account(c->settle_call());
   if (c->algorithm(SHADDR_COLL_SCATTER, bytes) == SHADDR_ALGO_SLOTS) {
     if (c->rank() == root && (err = shaddr::check_buf(sendbuf, bytes, "send buffer")))
       return err;
@@ -471,7 +477,7 @@ SHADDR_API int shaddr_allgather(shaddr_comm_t *comm, const void *sendbuf, size_t
   int err;
   Comm *c = enter(comm, SHADDR_COLL_ALLGATHER, &err);
   if (!c) return err;
-  if (bytes == 0) return 0;
+  if (bytes == 0) return c->account(c->settle_call());
   const shaddr_algo algo = c->algorithm(SHADDR_COLL_ALLGATHER, bytes);
   if (algo == SHADDR_ALGO_SLOTS) {
     if ((err = shaddr::check_buf(recvbuf, bytes, "receive buffer")) ||
@@ -505,7 +511,7 @@ SHADDR_API int shaddr_alltoall(shaddr_comm_t *comm, const void *sendbuf, size_t 
   int err;
   Comm *c = enter(comm, SHADDR_COLL_ALLTOALL, &err);
   if (!c) return err;
-  if (bytes == 0) return 0;
+  if (bytes == 0) return c->account(c->settle_call());
   if (c->algorithm(SHADDR_COLL_ALLTOALL, bytes) == SHADDR_ALGO_SLOTS) {
     if ((err = shaddr::check_buf(recvbuf, bytes, "receive buffer")) ||
         (sendbuf != SHADDR_IN_PLACE && (err = shaddr::check_buf(sendbuf, bytes, "send buffer"))))

@@ -73,6 +73,7 @@ int slot_reduce(Comm &c, const Args &a) {
   if (int err = c.slot_open(&j)) return err;
   std::memcpy(c.slot(c.rank(), j, a.bytes), a.in, a.bytes);
   c.slot_publish(j);
+  if (int err = c.slot_settle(j)) return err;
   if (gets_result(c, a)) {
     for (int r = 0; r < c.size(); r++)
       if (int err = c.slot_wait(r, j)) return err;
@@ -219,11 +220,14 @@ int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count
   c.stats().calls[which]++;
   c.stats().bytes[which] += a.bytes;
   if (c.size() == 1 || count == 0) {
+    if (int err = c.settle_call()) return err;
     if (a.out && a.out != a.in && a.bytes) std::memmove(a.out, a.in, a.bytes);
     return 0;
   }
   const shaddr_algo algo = c.algorithm(
       which, a.bytes, root < 0 && a.in == a.out ? SHADDR_PLAN_IN_PLACE : 0);
+  if (algo != SHADDR_ALGO_SLOTS)
+    if (int err = c.account(c.settle_call())) return err;
   const int err = c.account(algo == SHADDR_ALGO_SLOTS  ? slot_reduce(c, a)
                             : algo == SHADDR_ALGO_ROOT ? direct_reduce(c, a)
                                                        : partitioned_reduce(c, a));

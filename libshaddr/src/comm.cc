@@ -271,8 +271,28 @@ uint64_t Comm::announce_call(uint64_t token) {
   return k;
 }
 
-int Comm::agree_call(uint64_t token) {
-  const uint64_t k = announce_call(token);
+void Comm::forward_call() {
+  if (pending_call_) settle_call();  // a collective that never ran: its call is over
+  announce_call(kCallForwarded);
+}
+
+void Comm::announce_pending(uint64_t token) {
+  if (pending_call_) settle_call();
+  pending_token_ = token;
+  pending_call_ = announce_call(token);
+}
+
+int Comm::settle_call() {
+  if (!pending_call_) return 0;
+  const uint64_t k = pending_call_;
+  pending_call_ = 0;
+  const int err = size_ == 1 ? 0 : await_call(k, pending_token_);
+  if (err == -EXDEV)
+    return fail(err, "a peer made this call with other arguments or ran it elsewhere");
+  return err ? fail(err, "the call's agreement: a peer died") : 0;
+}
+
+int Comm::await_call(uint64_t k, uint64_t token) {
   for (int r = 0; r < size_; r++) {
     if (r == rank_) continue;
     const CallLedger &l = block_->ledger(r);
@@ -301,24 +321,54 @@ int Comm::agree_call(uint64_t token) {
 // x + 1: a rank publishes a round only after it has read what it reads of the rounds before.
 // So a rank that writes its slot in a round does not close it (no store, no ring): the
 // Allreduce never closes, and reading a peer's slot of round j tells that it is done with j-1.
+bool Comm::peer_done_with(int r, uint64_t round) {
+  if (slot_closed_[r] >= round) return true;
+  const uint64_t read = block_->area(r).slot_read.load(std::memory_order_acquire);
+  const uint64_t published =
+      block_->slot_header(r, round + 1).round.load(std::memory_order_acquire);
+  const uint64_t seen = std::max(read, published ? published - 1 : 0);
+  if (seen > slot_closed_[r]) slot_closed_[r] = seen;
+  return seen >= round;
+}
+
 int Comm::slot_open(uint64_t *j) {
+  const uint64_t next = slot_seq_ + 1;
+  const uint64_t need = next > kSlotRounds ? next - kSlotRounds : 0;
+  if (pending_call_) {
+    // Open before settling only where nothing is waited for: a peer that forwarded this call
+    // may never take part in round `need` again.
+    bool ready = true;
+    for (int r = 0; r < size_ && ready && need; r++)
+      ready = r == rank_ || peer_done_with(r, need);
+    if (!ready) {
+      if (int err = settle_call()) return err;
+    } else {
+      spec_round_ = next;
+      spec_prev_round_ = block_->slot_header(rank_, next).round.load(std::memory_order_relaxed);
+      spec_prev_published_ = slot_published_;
+    }
+  }
   *j = ++slot_seq_;
-  if (*j <= kSlotRounds) return 0;
-  const uint64_t need = *j - kSlotRounds;
+  if (!need) return 0;
   for (int r = 0; r < size_; r++) {
-    if (r == rank_ || slot_closed_[r] >= need) continue;
-    const std::atomic<uint64_t> &read = block_->area(r).slot_read;
-    const std::atomic<uint64_t> &next = block_->slot_header(r, need + 1).round;
-    uint64_t seen = 0;
-    if (int err = wait_until(r, [&] {
-          const uint64_t published = next.load(std::memory_order_acquire);
-          seen = std::max(read.load(std::memory_order_acquire), published ? published - 1 : 0);
-          return seen >= need;
-        }))
-      return err;
-    slot_closed_[r] = seen;
+    if (r == rank_) continue;
+    if (int err = wait_until(r, [&] { return peer_done_with(r, need); })) return err;
   }
   return 0;
+}
+
+int Comm::slot_settle(uint64_t j) {
+  if (spec_round_ != j) return 0;  // settled before the round was opened, or nothing pending
+  spec_round_ = 0;
+  const int err = settle_call();
+  if (err == -EXDEV) {
+    if (slot_published_ == j) {
+      block_->slot_header(rank_, j).round.store(spec_prev_round_, std::memory_order_release);
+      slot_published_ = spec_prev_published_;
+    }
+    slot_seq_ = j - 1;
+  }
+  return err;
 }
 
 void Comm::slot_publish(uint64_t j, uint64_t meta) {
@@ -421,12 +471,16 @@ SHADDR_API int shaddr_call_agree(shaddr_comm_t *comm, uint64_t token) {
   }
   shaddr::clear_error();
   if (int err = shaddr::check_comm(comm)) return err;
-  Comm *c = shaddr::from_handle(comm);
-  if (c->size() == 1) return 0;
-  const int err = c->agree_call(token);
-  if (err == -EXDEV)
-    return fail(err, "a peer made this call with other arguments or ran it elsewhere");
-  return err ? fail(err, "shaddr_call_agree: a peer died") : 0;
+  return shaddr::from_handle(comm)->agree_call(token);
+}
+
+SHADDR_API int shaddr_call_announce(shaddr_comm_t *comm, uint64_t token) {
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  if (token == shaddr::kCallForwarded)
+    return fail(-EINVAL, "shaddr_call_announce: SHADDR_CALL_FORWARDED is shaddr_call_agree's");
+  shaddr::from_handle(comm)->announce_pending(token);
+  return 0;
 }
 
 SHADDR_API int shaddr_comm_rank(const shaddr_comm_t *comm) {

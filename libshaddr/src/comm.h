@@ -104,11 +104,20 @@ class Comm {
 
   // --- the call ledger (nodeblock.h CallLedger; shaddr_call_agree in coll.h) ---
   // Records the next call as run elsewhere (the caller's MPI) and returns at once.
-  void forward_call() { announce_call(kCallForwarded); }
+  void forward_call();
   // Records the next call with `token` (non-zero) and waits for every peer's record of it: 0
   // when all made it with the same token, -EXDEV when one differs or ran it elsewhere (every
   // rank that asks then gets -EXDEV), -EOWNERDEAD when a peer died.
-  int agree_call(uint64_t token);
+  int agree_call(uint64_t token) {
+    announce_pending(token);
+    return settle_call();
+  }
+  // agree_call() in two halves (shaddr_call_announce): records the call and returns; the
+  // collective that follows settles it before it reads anything of its peers or writes the
+  // caller's output. A slot round settles it after publishing this rank's slot (slot_open()),
+  // so that waiting for the peers' records overlaps with theirs for this rank's data.
+  void announce_pending(uint64_t token);
+  int settle_call();  // agree_call()'s wait for the pending call; 0 if none is pending
 
   // Copy len bytes at peer's (exposed) address into dst, in tuning().chunk pieces.
   int copy_from(int peer, uint64_t addr, void *dst, size_t len);
@@ -144,8 +153,21 @@ class Comm {
   // rewritten while someone still reads it (what it last learnt of each rank is kept: most
   // rounds read no other rank's line). The round number travels in the slot's first cache
   // line with the data (nodeblock.h).
+  //
+  // With a call pending in the ledger, slot_open() opens round j without settling it when no
+  // wait is needed; the algorithm then settles it with slot_settle(j) right after
+  // slot_publish(j), before it reads a peer's slot or writes the caller's output. On -EXDEV
+  // every rank that asked takes its round back (and returns without slot_close()): the round
+  // numbers stay equal on every rank, and the speculative publication is withdrawn before this
+  // rank records its next call, which any reader of a later round has seen first.
   int slot_open(uint64_t *j);
-  uint64_t slot_next() { return ++slot_seq_; }
+  int slot_settle(uint64_t j);
+  // A rank that does not write its slot in round j: settles a pending call first.
+  int slot_next(uint64_t *j) {
+    if (int err = settle_call()) return err;
+    *j = ++slot_seq_;
+    return 0;
+  }
   // Rank r's slot data of round j; pass the byte count where every rank knows it (where it
   // starts depends on it: nodeblock.h).
   void *slot(int r, uint64_t j, size_t bytes = 0) { return block_->reduce_slot(r, j, bytes); }
@@ -182,6 +204,8 @@ class Comm {
   Comm() = default;
   bool peer_alive(int peer);
   uint64_t announce_call(uint64_t token);
+  int await_call(uint64_t k, uint64_t token);
+  bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
   int rank_ = 0, size_ = 0;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<NodeBlock> block_;
@@ -195,6 +219,10 @@ class Comm {
   uint64_t seq_ = 0;
   uint64_t slot_seq_ = 0;
   uint64_t call_seq_ = 0;  // calls recorded in the ledger
+  uint64_t pending_call_ = 0;   // announced and not settled (0: none)
+  uint64_t pending_token_ = 0;
+  // A round opened before its call was settled (slot_open()): what slot_settle() restores.
+  uint64_t spec_round_ = 0, spec_prev_round_ = 0, spec_prev_published_ = 0;
   uint64_t slot_published_ = 0;        // the last round this rank wrote its slot in
   std::vector<uint64_t> slot_closed_;  // of each rank: the last round it is known done with
   uint64_t fallible_steps_ = 0;  // SHADDR_FAIL_INJECT's count

@@ -42,11 +42,12 @@ static_assert(sizeof(RankArea) == 128);
 // The call ledger: before every collective call on a communicator whose calls can go either to
 // libshaddr or to the MPI, each rank records here which call it is (`call`, counted alike on
 // every rank) and what it is (`token`: a digest of the arguments MPI requires to be equal on
-// every rank, or kCallForwarded). A rank that runs the call in libshaddr first waits for every
-// peer's record of it (Comm::agree_call), so no rank starts a libshaddr algorithm that a peer
-// will not join, and a count mismatch is found before anyone copies. `agreed` is the last call
-// this rank saw agreed by all: a peer that is already past call k tells with it whether k was
-// agreed (it then saw this rank's equal token) or not.
+// every rank, or kCallForwarded). A rank that runs the call in libshaddr waits for every peer's
+// record of it (Comm::agree_call, or Comm::settle_call after a slot round's own publication)
+// before it reads a peer's data or writes its output, so no rank waits in a libshaddr algorithm
+// that a peer will not join, and a count mismatch is found before anyone copies. `agreed` is
+// the last call this rank saw agreed by all: a peer that is already past call k tells with it
+// whether k was agreed (it then saw this rank's equal token) or not.
 struct alignas(128) CallLedger {
   std::atomic<uint64_t> call;
   std::atomic<uint64_t> token;

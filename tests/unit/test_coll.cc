@@ -598,6 +598,141 @@ TEST_P(Coll, CallLedgerAgreesOnlyOnEqualTokens) {
   }
 }
 
+namespace {
+
+enum class Kind { kBcast, kReduce, kAllreduce, kGather, kScatter, kAllgather, kAlltoall, kAllgatherv };
+constexpr Kind kKinds[] = {Kind::kBcast,   Kind::kReduce,    Kind::kAllreduce, Kind::kGather,
+                           Kind::kScatter, Kind::kAllgather, Kind::kAlltoall,  Kind::kAllgatherv};
+
+// One collective of @kind on @bytes per rank (int64 elements for the reductions), root 1 % n:
+// its return code, and in *ok whether this rank's output is right (rc 0) or untouched (rc != 0:
+// still the 0xEE it was filled with).
+int run_kind(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size, uint64_t salt,
+             bool *ok) {
+  const int root = 1 % size;
+  const size_t total = bytes * size;
+  std::vector<unsigned char> send(total + 1), recv(total + 1, 0xEE);
+  size_t bad = 0;
+  int rc = 0;
+  *ok = true;
+  switch (kind) {
+    case Kind::kBcast: {
+      if (rank == root) fill(recv.data(), bytes, root, salt);
+      rc = shaddr_bcast(c, recv.data(), bytes, root);
+      *ok = rank == root || (rc ? recv[0] == 0xEE : check(recv.data(), bytes, root, salt, &bad));
+      return rc;
+    }
+    case Kind::kReduce:
+    case Kind::kAllreduce: {
+      const size_t count = bytes / sizeof(int64_t);
+      std::vector<int64_t> in(count), out(count, -1);
+      for (size_t i = 0; i < count; i++) in[i] = int64_t(salt + i) * (rank + 1);
+      const int to = kind == Kind::kReduce ? root : -1;
+      rc = to < 0 ? shaddr_allreduce(c, in.data(), out.data(), count, SHADDR_INT64, SHADDR_OP_SUM)
+                  : shaddr_reduce(c, in.data(), out.data(), count, SHADDR_INT64, SHADDR_OP_SUM,
+                                  to);
+      if (to >= 0 && rank != to) return rc;
+      for (size_t i = 0; i < count && *ok; i++)
+        *ok = out[i] == (rc ? -1 : int64_t(salt + i) * size * (size + 1) / 2);
+      return rc;
+    }
+    case Kind::kGather:
+    case Kind::kAllgather:
+    case Kind::kAllgatherv: {
+      fill(send.data(), bytes, rank, salt);
+      std::vector<size_t> counts(size, bytes), displs(size);
+      for (int r = 0; r < size; r++) displs[r] = r * bytes;
+      rc = kind == Kind::kGather      ? shaddr_gather(c, send.data(), bytes, recv.data(), root)
+           : kind == Kind::kAllgather ? shaddr_allgather(c, send.data(), bytes, recv.data())
+                                      : shaddr_allgatherv(c, send.data(), bytes, recv.data(),
+                                                          counts.data(), displs.data());
+      if (kind == Kind::kGather && rank != root) return rc;
+      for (int r = 0; r < size && *ok; r++)
+        *ok = rc ? recv[r * bytes] == 0xEE : check(recv.data() + r * bytes, bytes, r, salt, &bad);
+      return rc;
+    }
+    case Kind::kScatter:
+    case Kind::kAlltoall: {
+      for (int r = 0; r < size; r++) fill(send.data() + r * bytes, bytes, rank * size + r, salt);
+      rc = kind == Kind::kScatter ? shaddr_scatter(c, send.data(), bytes, recv.data(), root)
+                                  : shaddr_alltoall(c, send.data(), bytes, recv.data());
+      const int blocks = kind == Kind::kScatter ? 1 : size;
+      for (int r = 0; r < blocks && *ok; r++) {
+        const int from = kind == Kind::kScatter ? root : r;
+        *ok = rc ? recv[r * bytes] == 0xEE
+                 : check(recv.data() + r * bytes, bytes, from * size + rank, salt, &bad);
+      }
+      return rc;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+// shaddr_call_announce: the collective that follows settles the agreement, a slot round after
+// publishing its own slot. Equal tokens run it; a differing token, a rank that forwarded the
+// call, or one that forwarded and ran ahead make every rank that announced get -EXDEV from the
+// collective with its output untouched; and the rounds stay in step after (the next agreed call
+// of every kind is right), on the slots and past them.
+TEST_P(Coll, AnnouncedCallIsSettledByTheCollective) {
+  for (int n : node_sizes()) {
+    if (n < 2) continue;
+    EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+                uint64_t token = 0x5150;
+                for (size_t bytes : {size_t(64), slot_max_default(size) + 8})
+                  for (Kind kind : kKinds)
+                    for (int scenario = 0; scenario < 4; scenario++) {
+                      const int k = static_cast<int>(kind);
+                      token++;
+                      bool ok = false;
+                      int rc = 0;
+                      if (scenario == 0) {  // equal
+                        REQUIRE(shaddr_call_announce(c, token) == 0, 1, "announce");
+                        rc = run_kind(c, kind, bytes, rank, size, token, &ok);
+                        REQUIRE(rc == 0 && ok, 2, "kind %d %zu B: equal tokens: rc %d ok %d", k, bytes, rc, ok);
+                      } else if (scenario == 1) {  // the last rank's token differs
+                        REQUIRE(shaddr_call_announce(c, rank == size - 1 ? token + 1 : token) == 0, 3, "announce");
+                        rc = run_kind(c, kind, bytes, rank, size, token, &ok);
+                        REQUIRE(rc == -EXDEV && ok, 4, "kind %d %zu B: a differing token: rc %d ok %d", k, bytes, rc, ok);
+                      } else if (scenario == 2) {  // the last rank forwards
+                        if (rank == size - 1) {
+                          REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 5, "forward");
+                        } else {
+                          REQUIRE(shaddr_call_announce(c, token) == 0, 6, "announce");
+                          rc = run_kind(c, kind, bytes, rank, size, token, &ok);
+                          REQUIRE(rc == -EXDEV && ok, 7, "kind %d %zu B: a rank forwarded: rc %d ok %d", k, bytes, rc, ok);
+                        }
+                      } else {  // rank 0 forwards three calls and runs ahead
+                        if (rank == 0) {
+                          for (int f = 0; f < 3; f++)
+                            REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 8, "forward");
+                        } else {
+                          REQUIRE(shaddr_call_announce(c, token) == 0, 9, "announce");
+                          rc = run_kind(c, kind, bytes, rank, size, token, &ok);
+                          REQUIRE(rc == -EXDEV && ok, 10, "kind %d %zu B: the peer ran ahead: rc %d ok %d", k, bytes, rc, ok);
+                          for (int f = 0; f < 2; f++)
+                            REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 11, "forward");
+                        }
+                      }
+                      // In step after: one agreed call of every kind, through the slots. The
+                      // first one's root (the Bcast's) is late: a reader must not take what it
+                      // published for the call that did not run for this call's data.
+                      for (Kind next : kKinds) {
+                        token++;
+                        REQUIRE(shaddr_call_announce(c, token) == 0, 12, "announce");
+                        if (next == kKinds[0] && rank == 1 % size) usleep(2000);
+                        rc = run_kind(c, next, 64, rank, size, token, &ok);
+                        REQUIRE(rc == 0 && ok, 13, "after kind %d %zu B scenario %d: kind %d: rc %d ok %d", k, bytes, scenario, static_cast<int>(next), rc, ok);
+                      }
+                    }
+                return 0;
+              }),
+              0)
+        << "n=" << n;
+  }
+}
+
 TEST_P(Coll, GatherScatter) {
   for (int n : node_sizes())
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {

@@ -191,6 +191,23 @@ SHADDR_API int shaddr_comm_free(shaddr_comm_t *comm);
  */
 SHADDR_API int shaddr_call_agree(shaddr_comm_t *comm, uint64_t token);
 
+/**
+ * shaddr_call_announce() - shaddr_call_agree() whose wait the next collective does
+ * @comm: the node communicator
+ * @token: as for shaddr_call_agree(), never SHADDR_CALL_FORWARDED
+ *
+ * Records the call and returns at once. The collective this rank calls next on @comm settles
+ * the agreement before it reads a peer's data or writes its output; a short one (the slots)
+ * after publishing this rank's own part, so that its wait for the peers' records overlaps with
+ * theirs for its data and a call costs one exchange instead of two. When the ranks' records
+ * differ that collective returns -EXDEV on every rank that announced, with its buffers as
+ * they were, and each runs the call in its own implementation as with shaddr_call_agree().
+ * A caller that does not call a collective next (it changed its mind) records its next call
+ * with shaddr_call_agree() or shaddr_call_announce(), which settle this one first.
+ * Return: 0, -EINVAL (NULL @comm, or @token SHADDR_CALL_FORWARDED).
+ */
+SHADDR_API int shaddr_call_announce(shaddr_comm_t *comm, uint64_t token);
+
 /** shaddr_comm_rank(), shaddr_comm_size() - -EINVAL for NULL. */
 SHADDR_API int shaddr_comm_rank(const shaddr_comm_t *comm);
 SHADDR_API int shaddr_comm_size(const shaddr_comm_t *comm);
