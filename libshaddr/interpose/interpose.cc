@@ -475,7 +475,7 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
   // Per-rank bytes: the root's receive side equals every sender's send side.
   const size_t sbytes = in_place ? 0 : static_cast<size_t>(sendcount * sti.size);
   const size_t bytes = is_root ? static_cast<size_t>(recvcount * rti.size) : sbytes;
-  if ((is_root && !in_place && sbytes != bytes) || small(*s, c, bytes)) return c.forward(mpi);
+  if (is_root && !in_place && sbytes != bytes) return c.forward(mpi);
   View sv, rv;
   Backup keep;
   if (!in_place && (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()))
@@ -561,7 +561,7 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
     return c.forward(mpi);
   const size_t rbytes = in_place ? 0 : static_cast<size_t>(recvcount * rti.size);
   const size_t bytes = is_root ? static_cast<size_t>(sendcount * sti.size) : rbytes;
-  if ((is_root && !in_place && rbytes != bytes) || small(*s, c, bytes)) return c.forward(mpi);
+  if (is_root && !in_place && rbytes != bytes) return c.forward(mpi);
   View sv, rv;
   if (is_root && (sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti) ||
                   sv.pack_in()))
@@ -627,7 +627,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
-  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
+  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) ||
       (s->multi() && !fits_int(bytes * s->size)))
     return c.forward(mpi);
   View sv, rv;
@@ -712,7 +712,7 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(recvcount * rti.size);
   const size_t n = static_cast<size_t>(s->size);
-  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) || small(*s, c, bytes) ||
+  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) ||
       (s->multi() && !fits_int(bytes * n * n)))
     return c.forward(mpi);
   View sv, rv;
