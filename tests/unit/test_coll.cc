@@ -600,9 +600,13 @@ TEST_P(Coll, CallLedgerAgreesOnlyOnEqualTokens) {
 
 namespace {
 
-enum class Kind { kBcast, kReduce, kAllreduce, kGather, kScatter, kAllgather, kAlltoall, kAllgatherv };
-constexpr Kind kKinds[] = {Kind::kBcast,   Kind::kReduce,    Kind::kAllreduce, Kind::kGather,
-                           Kind::kScatter, Kind::kAllgather, Kind::kAlltoall,  Kind::kAllgatherv};
+enum class Kind {
+  kBcast, kReduce, kAllreduce, kGather, kScatter, kAllgather, kAlltoall,
+  kAllgatherv, kGatherv, kScatterv, kAlltoallv
+};
+constexpr Kind kKinds[] = {Kind::kBcast,      Kind::kReduce,    Kind::kAllreduce, Kind::kGather,
+                           Kind::kScatter,    Kind::kAllgather, Kind::kAlltoall,
+                           Kind::kAllgatherv, Kind::kGatherv,   Kind::kScatterv,  Kind::kAlltoallv};
 
 // One collective of @kind on @bytes per rank (int64 elements for the reductions), root 1 % n:
 // its return code, and in *ok whether this rank's output is right (rc 0) or untouched (rc != 0:
@@ -612,6 +616,8 @@ int run_kind(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size, uint
   const int root = 1 % size;
   const size_t total = bytes * size;
   std::vector<unsigned char> send(total + 1), recv(total + 1, 0xEE);
+  std::vector<size_t> counts(size, bytes), displs(size);
+  for (int r = 0; r < size; r++) displs[r] = r * bytes;
   size_t bad = 0;
   int rc = 0;
   *ok = true;
@@ -637,28 +643,39 @@ int run_kind(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size, uint
       return rc;
     }
     case Kind::kGather:
+    case Kind::kGatherv:
     case Kind::kAllgather:
     case Kind::kAllgatherv: {
       fill(send.data(), bytes, rank, salt);
-      std::vector<size_t> counts(size, bytes), displs(size);
-      for (int r = 0; r < size; r++) displs[r] = r * bytes;
-      rc = kind == Kind::kGather      ? shaddr_gather(c, send.data(), bytes, recv.data(), root)
-           : kind == Kind::kAllgather ? shaddr_allgather(c, send.data(), bytes, recv.data())
-                                      : shaddr_allgatherv(c, send.data(), bytes, recv.data(),
-                                                          counts.data(), displs.data());
-      if (kind == Kind::kGather && rank != root) return rc;
+      const bool rooted = kind == Kind::kGather || kind == Kind::kGatherv;
+      rc = kind == Kind::kGather    ? shaddr_gather(c, send.data(), bytes, recv.data(), root)
+           : kind == Kind::kGatherv ? shaddr_gatherv(c, send.data(), bytes, recv.data(),
+                                                     counts.data(), displs.data(), root)
+           : kind == Kind::kAllgather
+               ? shaddr_allgather(c, send.data(), bytes, recv.data())
+               : shaddr_allgatherv(c, send.data(), bytes, recv.data(), counts.data(),
+                                   displs.data());
+      if (rooted && rank != root) return rc;
       for (int r = 0; r < size && *ok; r++)
         *ok = rc ? recv[r * bytes] == 0xEE : check(recv.data() + r * bytes, bytes, r, salt, &bad);
       return rc;
     }
     case Kind::kScatter:
-    case Kind::kAlltoall: {
+    case Kind::kScatterv:
+    case Kind::kAlltoall:
+    case Kind::kAlltoallv: {
       for (int r = 0; r < size; r++) fill(send.data() + r * bytes, bytes, rank * size + r, salt);
-      rc = kind == Kind::kScatter ? shaddr_scatter(c, send.data(), bytes, recv.data(), root)
-                                  : shaddr_alltoall(c, send.data(), bytes, recv.data());
-      const int blocks = kind == Kind::kScatter ? 1 : size;
+      const bool rooted = kind == Kind::kScatter || kind == Kind::kScatterv;
+      rc = kind == Kind::kScatter    ? shaddr_scatter(c, send.data(), bytes, recv.data(), root)
+           : kind == Kind::kScatterv ? shaddr_scatterv(c, send.data(), counts.data(),
+                                                       displs.data(), recv.data(), bytes, root)
+           : kind == Kind::kAlltoall
+               ? shaddr_alltoall(c, send.data(), bytes, recv.data())
+               : shaddr_alltoallv(c, send.data(), counts.data(), displs.data(), recv.data(),
+                                  counts.data(), displs.data());
+      const int blocks = rooted ? 1 : size;
       for (int r = 0; r < blocks && *ok; r++) {
-        const int from = kind == Kind::kScatter ? root : r;
+        const int from = rooted ? root : r;
         *ok = rc ? recv[r * bytes] == 0xEE
                  : check(recv.data() + r * bytes, bytes, from * size + rank, salt, &bad);
       }
@@ -670,11 +687,11 @@ int run_kind(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size, uint
 
 }  // namespace
 
-// shaddr_call_announce: the collective that follows settles the agreement, a slot round after
-// publishing its own slot. Equal tokens run it; a differing token, a rank that forwarded the
-// call, or one that forwarded and ran ahead make every rank that announced get -EXDEV from the
-// collective with its output untouched; and the rounds stay in step after (the next agreed call
-// of every kind is right), on the slots and past them.
+// shaddr_call_announce: the collective that follows, each of the eleven, settles the agreement,
+// a slot round after publishing its own slot. Equal tokens run it; a differing token, a rank
+// that forwarded the call, or one that forwarded and ran ahead make every rank that announced
+// get -EXDEV from the collective with its output untouched; and the rounds stay in step after
+// (the next agreed call of every kind is right), on the slots and past them.
 TEST_P(Coll, AnnouncedCallIsSettledByTheCollective) {
   for (int n : node_sizes()) {
     if (n < 2) continue;
