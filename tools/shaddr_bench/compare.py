@@ -861,7 +861,7 @@ def main():
     ap.add_argument("--confirm-reps", type=int, default=confirm.REPS,
                     help="reruns per side of each point that a judged contender lost beyond the "
                          "noise to the same MPI with shaddr off, alternating the two; the Goals "
-                         f"judge by their medians (default {confirm.REPS}; 0: none)")
+                         f"judge by the best of each side (default {confirm.REPS}; 0: none)")
     ap.add_argument("--confirm-budget", type=int, default=confirm.BUDGET_S,
                     help=f"seconds for those reruns (default {confirm.BUDGET_S})")
     ap.add_argument("--comm-cost-reps", type=int,

@@ -3,10 +3,10 @@
 one pass often shows a point lost beyond the noise that a direct rerun contradicts. Every point
 that a judged contender lost so in the main passes (goals.losses_beyond_noise()) is measured
 again, alternating the contender and its shaddr-off partner, REPS times each, within BUDGET_S
-seconds; goals.apply_confirmation() judges by the medians of those reruns."""
+seconds; goals.apply_confirmation() judges by the best rerun of each side."""
 import time
 
-REPS = 3
+REPS = 5
 BUDGET_S = 120
 
 

@@ -156,8 +156,11 @@ def median(xs):
 def apply_confirmation(mine, base, points):
     """The times to judge by: @mine and @base ({(coll, bytes): us}) with each point of
     @points ({(coll, bytes): {"default_us": [...], "off_us": [...]}}, the confirmation pass's
-    alternating reruns) replaced by the median of its reruns on each side; a point without a
-    rerun on both sides keeps its first measurement. Returns (mine, base, notes), notes per
+    alternating reruns) replaced by the best of its reruns on each side, as the main passes
+    take each contender's best round: one launch of either side can land in a slow state for
+    its whole run (both MPIs' rooted calls of a few KiB run at about 1 or about 3 us per launch,
+    with or without shaddr), and the best of several launches is each side's fast state. A
+    point without a rerun on both sides keeps its first measurement. Returns (mine, base, notes), notes per
     point: {first, confirmed (ratios shaddr-off / contender; confirmed None when not
     re-measured), reruns: (the contender's, shaddr off's)}."""
     mine, base, notes = dict(mine), dict(base), {}
@@ -169,7 +172,7 @@ def apply_confirmation(mine, base, points):
         if not d or not o:
             notes[k] = {"first": first, "confirmed": None, "reruns": (len(d), len(o))}
             continue
-        mine[k], base[k] = median(d), median(o)
+        mine[k], base[k] = min(d), min(o)
         notes[k] = {"first": first, "confirmed": base[k] / mine[k], "reruns": (len(d), len(o))}
     return mine, base, notes
 
@@ -186,7 +189,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
     run's noise: a point loses when shaddr-off time / contender time falls below the lowest
     the two runs' ping-pong (the same code) reached (noise_floor()). The points that lost in
     the main passes and were measured again by the confirmation pass (@confirmation,
-    compare.py's confirm_losses()) are judged by the median of those reruns."""
+    compare.py's confirm_losses()) are judged by the best of those reruns."""
     rows = []
     verdicts = []
     for d, off in (pairs or AGAINST_OFF).items():
@@ -245,7 +248,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
                f"({len(conf['points'])} point{'s' if len(conf['points']) != 1 else ''}, "
                f"{conf.get('seconds', 0):.0f} s), alternating "
                "the contender and its shaddr-off partner with the same benchmark binary, and are "
-               "judged by the medians of those reruns (column \"re-measured\": the first "
+               "judged by the best rerun of each side, as the main passes by the best round (column \"re-measured\": the first "
                "ratio → the confirmed one, and the reruns per side)."
                + (f" The confirmation pass stopped at its time budget "
                   f"({conf.get('budget_s', 0):.0f} s): {conf['gave_up']}." if conf.get("gave_up")
