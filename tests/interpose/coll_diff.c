@@ -774,7 +774,7 @@ int main(int argc, char **argv) {
 		PMPI_Allreduce(&fbs, &all_fbs, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
 		if (g_allow_fallbacks && strcmp(g_expect, "off") != 0 && !all_fbs && g_rank == 0)
 			fail("SHADDR_INTERPOSE_FAIL_EVERY is set but nothing fell back");
-		/* SHADDR_EXPECT_MESH=1: the leaders' short Alltoall exchange took seed 002's 2D mesh. */
+		/* SHADDR_EXPECT_MESH=1: the leaders' short Alltoall exchange took the leaders' 2D mesh. */
 		unsigned long mesh = (unsigned long)st.mesh_alltoall, all_mesh = 0;
 		PMPI_Allreduce(&mesh, &all_mesh, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
 		if (getenv("SHADDR_EXPECT_MESH") && !all_mesh && g_rank == 0)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""heap_mpi4py: the shared heap (issue 22) under a real program not written for MPI_Alloc_mem.
+"""heap_mpi4py: the shared heap under a real program not written for MPI_Alloc_mem.
 
 mpi4py with NumPy arrays: NumPy allocates its data with malloc, so with libshaddr-heap.so
 preloaded (build/tools/shaddr-run does it) arrays of SHADDR_HEAP_MIN (64 KiB) and more live in

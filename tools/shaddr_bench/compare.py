@@ -689,7 +689,7 @@ def report(doc, out_dir):
     md += commcost.goals_md(doc.get("comm_cost"))
     md += ["Diagnostics, the best of every shaddr configuration, forced ones included:\n"]
     md += goals(res, limit, n, "host, any shaddr configuration", side=is_shaddr)
-    md += ["**The shared heap** (`heap`, issue 22; the defaults include it, "
+    md += ["**The shared heap** (`heap`, [heap.md](../../docs/heap.md); the defaults include it, "
            "`interposer-heap-<mpi>` sets it explicitly, `mpich-patched-heap` is the patched "
            "MPICH's defaults with `libshaddr-heap.so` preloaded in the ranks): with "
            "`libshaddr-heap.so` preloaded, malloc'd buffers of `SHADDR_HEAP_MIN` (64 KiB) and "
@@ -762,7 +762,7 @@ def report(doc, out_dir):
         md.append(f"Not run: {vm.get('reason', 'not requested')}.\n")
     # Cost model
     cm = doc.get("model", {})
-    md += ["", "## Cost model (seed 002 style)\n",
+    md += ["", "## Cost model (alpha-beta-gamma)\n",
            "Point-to-point: T(m) = α + m·β, fitted per contender to its own ping-pong (one-way "
            "time, least squares weighted by 1/T). Message-passing contenders are predicted "
            "with the usual algorithms' costs (binomial / scatter-allgather Bcast, "
