@@ -28,7 +28,7 @@ from .costs import COLLS, MUST_MOVE_DOC, copy_bw, lg, must_move, two_copy_model 
 from .fit import fit_alpha_beta
 from . import commcost, confirm
 from .goals import (DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr,  # noqa: F401
-                    losses_beyond_noise)
+                    losses_beyond_noise, losses_vs_best_stock)
 from .rounds import FAST_SHARE, merge_rounds
 from .text import fmt_size, fmt_us, md_table
 
@@ -288,15 +288,18 @@ def run_contender(c, bench, args, out_dir, idx, total, rnd=0):
 
 def confirm_losses(cs, res, bench, args, out_dir):
     """The confirmation pass (confirm.py): each point that a judged contender lost beyond the
-    noise to the same MPI with shaddr off, measured again with the same benchmark binary and
-    settings, alternating the two; the record that the Goals judge by."""
+    noise to the same MPI with shaddr off, and each where the best default lost to the best
+    stock contender, measured again with the same benchmark binary and settings, alternating
+    the two; the record that the Goals judge by."""
     if args.confirm_reps <= 0:
         return {"skipped": "--confirm-reps 0"}
     by_name = {c.name: c for c in cs}
-    targets = [t for t in losses_beyond_noise(res) if t[0] in by_name and t[1] in by_name]
+    targets = [t for t in dict.fromkeys(losses_beyond_noise(res) + losses_vs_best_stock(res))
+               if t[0] in by_name and t[1] in by_name]
     if not targets:
         return {"points": []}
-    say(f"confirmation: {len(targets)} points lost beyond the noise, measured again "
+    say(f"confirmation: {len(targets)} points lost (beyond the noise to the same MPI with shaddr "
+        "off, or to the best stock contender), measured again "
         f"({args.confirm_reps} times each side, alternating, at most {args.confirm_budget} s)")
     runs = [0]
     os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
@@ -684,7 +687,7 @@ def report(doc, out_dir):
           "and the patched MPICH with shaddr off. The forced configurations (a backend or an "
           "algorithm chosen by setting) follow as diagnostics. Buffer churn: see the churn "
           "tables below (cost per call, and what stayed mapped against the caps).\n"]
-    md += goals(res, limit, n, "host")
+    md += goals(res, limit, n, "host", confirmation=doc.get("confirmation"))
     md += against_shaddr_off(res, "host", doc.get("confirmation"))
     md += commcost.goals_md(doc.get("comm_cost"))
     md += ["Diagnostics, the best of every shaddr configuration, forced ones included:\n"]

@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""The confirmation pass of "never slower than the same MPI with shaddr off": on a noisy host
-one pass often shows a point lost beyond the noise that a direct rerun contradicts. Every point
-that a judged contender lost so in the main passes (goals.losses_beyond_noise()) is measured
-again, alternating the contender and its shaddr-off partner, REPS times each, within BUDGET_S
-seconds; goals.apply_confirmation() judges by the best rerun of each side."""
+"""The confirmation pass of the goals that compare two contenders point by point: on a noisy
+host one pass often shows a point lost that a direct rerun contradicts. Every point that a
+judged contender lost beyond the noise to the same MPI with shaddr off
+(goals.losses_beyond_noise()), and every point where the best default lost to the best stock
+contender (goals.losses_vs_best_stock()), is measured again, alternating the two contenders
+("contender" and its partner, "off"), REPS times each, within BUDGET_S seconds; the goals judge
+by the best rerun of each side."""
 import time
 
 REPS = 5
-BUDGET_S = 120
+BUDGET_S = 240
 
 
 def plan(targets):
@@ -34,8 +36,8 @@ def run(targets, measure, reps=REPS, budget=BUDGET_S, clock=time.monotonic):
     [{contender, off, coll, bytes, default_us: [...], off_us: [...]}], reps, budget_s, seconds,
     gave_up (why not every rerun ran, or absent), errors: [...]}."""
     groups = plan(targets)
-    points = {(d, c, s): {"contender": d, "off": off, "coll": c, "bytes": s, "default_us": [],
-                          "off_us": []}
+    points = {(d, off, c, s): {"contender": d, "off": off, "coll": c, "bytes": s,
+                               "default_us": [], "off_us": []}
               for (d, off, c), sizes in groups.items() for s in sizes}
     errors, gave_up = [], None
     t0 = clock()
@@ -54,7 +56,7 @@ def run(targets, measure, reps=REPS, budget=BUDGET_S, clock=time.monotonic):
                 for s in sizes:
                     t = times.get(0 if coll == "barrier" else s)
                     if t is not None:
-                        points[(d, coll, s)][field].append(t)
+                        points[(d, off, coll, s)][field].append(t)
     out = {"points": list(points.values()), "reps": reps, "budget_s": budget,
            "seconds": round(clock() - t0, 1), "errors": errors}
     if gave_up:

@@ -112,3 +112,15 @@ def test_the_goals_say_when_there_was_nothing_to_confirm_or_no_pass():
     assert "nothing to measure again" in md[0]
     md = goals.against_shaddr_off(res, "guest", {"skipped": "not run in the module part"})
     assert "No confirmation pass: not run in the module part." in md[0]
+
+
+def test_one_contender_against_two_partners_keeps_its_points_apart():
+    # interposer-openmpi against openmpi (never slower) and against mpich-patched-off (the
+    # best stock contender) at the same point: two records.
+    ip, om = "interposer-openmpi", "openmpi"
+    bench = Bench(lambda name, c, s: {ip: 1.0, om: 2.0, OFF: 3.0}[name])
+    out = confirm.run([(ip, om, "reduce", 64), (ip, OFF, "reduce", 64)], bench, reps=1,
+                      budget=100)
+    pts = {(p["contender"], p["off"]): p for p in out["points"]}
+    assert pts[(ip, om)]["off_us"] == [2.0] and pts[(ip, OFF)]["off_us"] == [3.0]
+    assert pts[(ip, om)]["default_us"] == pts[(ip, OFF)]["default_us"] == [1.0]
