@@ -19,6 +19,7 @@
 #include "coll_rules.h"
 #include "error.h"
 #include "settings.h"
+#include "size_parse.h"
 
 namespace shaddr {
 namespace {
@@ -32,10 +33,8 @@ size_t cache_size(int level) {
     std::string type, size;
     if (!(lv >> l) || !(ty >> type) || !(sz >> size)) continue;
     if (l != level || type == "Instruction") continue;
-    size_t v = std::strtoull(size.c_str(), nullptr, 10);
-    if (size.back() == 'K') v <<= 10;
-    if (size.back() == 'M') v <<= 20;
-    return v;
+    std::uint64_t v = 0;  // sysfs writes "32K", "1024K", "32M": the one size grammar
+    return parse_size(size, &v) == SizeError::kNone ? static_cast<size_t>(v) : 0;
   }
   return 0;
 }
