@@ -46,6 +46,10 @@ BENCH_COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier
 # A job ran in the fast state when the cross-core probe before it was at least this share of
 # the best probe of the measurement.
 FAST_SHARE = 0.7
+# A job ran beside other work when, just before it, other processes kept more than this share
+# of the machine's CPUs busy: its ranks spin on their cores, so a compiler or another job on
+# them lands in its numbers; such a run counts as one in the slow state.
+BUSY_MAX = 0.25
 WHO_CXX = {"fifo": "kFifo", "slots": "kSlots", "heap": "kHeap", "segment": "kSegment",
            "window": "kWindow", "cma": "kCma", "shm": "kShm", "mpich": "kMpich",
            "openmpi": "kOpenmpi", "mpich-posix": "kMpichPosix", "patch": "kPatch"}
@@ -126,6 +130,28 @@ def cross_core_gbs(build):
     probe). A shared VM's vCPUs drift between states up to 3x apart; the header records it."""
     bps = COMPARE.cross_core_probe(build, 120)
     return bps / 1e9 if bps else None
+
+
+def busy_share(before, after):
+    """The share of the CPUs' time between two `cpu` lines of /proc/stat (lists of their
+    counters) that went to work (user, nice, system, irq, softirq), not idle, iowait or steal."""
+    d = [b - a for a, b in zip(before, after)]
+    total = sum(d[:8])
+    return sum(d[i] for i in (0, 1, 2, 5, 6) if i < len(d)) / total if total > 0 else 0.0
+
+
+def others_busy(seconds=0.5):
+    """How busy the machine is with other work now (0-1 of its CPUs), measured over @seconds
+    while none of this tool's jobs runs; 0.0 where /proc/stat cannot be read."""
+    def snap():
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    try:
+        a = snap()
+        time.sleep(seconds)
+        return busy_share(a, snap())
+    except (OSError, ValueError):
+        return 0.0
 
 
 def job_env(env):
@@ -247,19 +273,30 @@ def run_jobs(args, prior_best=0.0):
     total = len(jobs) * args.repeat
     done = [0]
 
+    busy = []  # other work's share of the CPUs before each job, as the probes
+    beside = {key: [] for key, *_ in jobs}  # per run kept: was other work running?
+
+    def probe():
+        """The state a job meets: the cross-core probe (GB/s), 0 when other work kept the
+        CPUs busy (a run beside it counts as one in the slow state)."""
+        states.append(cross_core_gbs(build) or 0)
+        busy.append(others_busy())
+        return states[-1] if busy[-1] <= BUSY_MAX else 0.0
+
     def run_job(key, fn, state, again=False):
         done[0] += not again
-        say(f"[{'again' if again else f'{done[0]}/{total}'}] {key} (probe {state:.1f} GB/s, "
+        say(f"[{'again' if again else f'{done[0]}/{total}'}] {key} (probe {states[-1]:.1f} "
+            f"GB/s, other work {busy[-1]:.0%} of the CPUs, "
             f"{int(time.time() - t0) // 60}:{int(time.time() - t0) % 60:02d} elapsed)")
         res = fn()
         if res:
             got[key].append((state, res))
+            beside[key].append(busy[-1] > BUSY_MAX)
 
     for r in range(args.repeat):
         say(f"round {r + 1}/{args.repeat}")
         for key, fn, _ in jobs:
-            states.append(cross_core_gbs(build) or 0)
-            run_job(key, fn, states[-1])
+            run_job(key, fn, probe())
     ref = lambda: max(states + [prior_best])  # noqa: E731
     fast = lambda g: g >= FAST_SHARE * ref()  # noqa: E731
     deadline = time.time() + args.wait
@@ -267,14 +304,15 @@ def run_jobs(args, prior_best=0.0):
         missing = [(k, fn) for k, fn, _ in jobs if not any(fast(g) for g, _ in got[k])]
         if not missing:
             break
-        states.append(cross_core_gbs(build) or 0)
-        if not fast(states[-1]):
-            say(f"slow state ({states[-1]:.1f} GB/s, fast from {FAST_SHARE * ref():.1f}); "
-                f"waiting {int(deadline - time.time())} s more at most to measure again: "
-                f"{', '.join(k for k, _ in missing)}")
+        g = probe()
+        if not fast(g):
+            why = (f"other work on {busy[-1]:.0%} of the CPUs" if busy[-1] > BUSY_MAX else
+                   f"slow state ({states[-1]:.1f} GB/s, fast from {FAST_SHARE * ref():.1f})")
+            say(f"{why}; waiting {int(deadline - time.time())} s more at most to measure "
+                f"again: {', '.join(k for k, _ in missing)}")
             time.sleep(20)
             continue
-        run_job(*missing[0], states[-1], again=True)
+        run_job(*missing[0], g, again=True)
     slow_only = [k for k, *_ in jobs if got[k] and not any(fast(g) for g, _ in got[k])]
     for key, _, results in jobs:
         # The fast state's runs where there are any (the best per size is taken from them).
@@ -283,7 +321,8 @@ def run_jobs(args, prior_best=0.0):
     say(f"measured in {int(time.time() - t0)} s")
     return {"libs": [w for w, *_ in libs], "libdocs": libdocs, "tunes": [n for n, *_ in tunes],
             "tuned": tuned, "benches": [w for w, *_ in benches], "docs": docs,
-            "states": states, "slow_only": slow_only, "ref_gbs": ref(),
+            "states": states, "busy": busy, "slow_only": slow_only,
+            "busy_only": [k for k, *_ in jobs if beside[k] and all(beside[k])], "ref_gbs": ref(),
             "failed": [k for k, *_ in jobs if not got[k]]}
 
 
@@ -351,7 +390,10 @@ def measure(args):
     lines = [f"# shaddr cost model: shaddr-model measure -n {args.ranks} --repeat {args.repeat}, "
              f"{os.uname().nodename}, {utc_now()} UTC",
              f"# cross-core copy of 256 KiB before each job (GB/s): {state}",
-             f"# measured only in the slow state: {', '.join(m['slow_only']) or 'none'}",
+             f"# measured only in the slow state or beside other work: "
+             f"{', '.join(m['slow_only']) or 'none'}",
+             "# other work's share of the CPUs before each job: "
+             + (" ".join(f"{b:.2f}" for b in m.get("busy", [])) or "?"),
              f"# load average at the end: {os.getloadavg()[0]:.1f}"]
     lines += model_lines(m, args.ranks)
     text = "\n".join(lines) + "\n"
@@ -470,6 +512,8 @@ def stale_reason(head, key, builds):
         return f"measured on machine {head.get('machine')}, this is {key}"
     if head.get("mpi-builds") != builds_text(builds):
         return f"MPI builds changed ({head.get('mpi-builds')} -> {builds_text(builds)})"
+    if head.get("state", "").startswith("busy"):
+        return "measured beside other work (its state: busy)"
     return None
 
 
@@ -477,18 +521,24 @@ def judge_state(m, prior_best):
     """The machine state the measurement met, in words, and the best probe seen on this
     machine so far (GB/s). "fast": every job's kept runs within FAST_SHARE of the best probe
     (this measurement's or an earlier calibration's); "slow": the whole measurement below
-    that share of an earlier calibration's best; "mixed": the jobs measured only slow named."""
+    that share of an earlier calibration's best; "mixed": the jobs measured only slow (or
+    beside other work) named; "busy": jobs every run of which had other work beside it named
+    (a calibration in that state is measured again at the next calibrate)."""
     best = max(m["states"] or [0])
     seen = max(best, prior_best)
+    if m.get("busy_only"):
+        return (f"busy (other work kept more than {BUSY_MAX:.0%} of the CPUs busy during every "
+                f"run of: {', '.join(m['busy_only'])})", seen)
     if seen <= 0:
         return "unknown (no cross-core probe)", seen
     if best < FAST_SHARE * seen:
         return (f"slow (best probe {best:.1f} GB/s, this machine has shown {seen:.1f})", seen)
     if m["slow_only"]:
         return (f"mixed (fast from {FAST_SHARE * seen:.1f} GB/s; measured only in the slow "
-                f"state: {', '.join(m['slow_only'])})", seen)
+                f"state or beside other work: {', '.join(m['slow_only'])})", seen)
     basis = "" if prior_best else "; the first calibration here: judged against its own probes"
-    return f"fast (every job at >= {FAST_SHARE * seen:.1f} GB/s{basis})", seen
+    return (f"fast (every job at >= {FAST_SHARE * seen:.1f} GB/s, other work on at most "
+            f"{BUSY_MAX:.0%} of the CPUs{basis})", seen)
 
 
 def calibration_text(m, ranks, key, builds, prior_best, command):
@@ -503,6 +553,8 @@ def calibration_text(m, ranks, key, builds, prior_best, command):
              f"# state: {state}",
              f"# cross-core-gbs: {probes} (256 KiB copied across cores, before each job)",
              f"# best-cross-core-gbs: {seen:.1f}",
+             "# other-work: " + (" ".join(f"{b:.2f}" for b in m.get("busy", [])) or "?") +
+             " (share of the CPUs other processes kept busy, before each job)",
              f"# failed: {', '.join(m.get('failed', [])) or 'none'}",
              f"# load: {os.getloadavg()[0]:.1f} (1-minute load average at the end)",
              f"# command: {command}"]

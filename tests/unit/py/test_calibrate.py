@@ -96,6 +96,24 @@ def test_the_state_met_is_judged_against_the_machines_best():
     assert state.startswith("unknown")
 
 
+def test_a_measurement_beside_other_work_is_busy_and_says_what():
+    m = dict(measurement(slow_only=["lib:slots"]), busy_only=["lib:slots"],
+             busy=[0.0, 0.6, 0.0])
+    state, _ = model.judge_state(m, 25.0)
+    assert state.startswith("busy") and "lib:slots" in state
+    text, _ = model.calibration_text(m, 2, "k", BUILDS, 25.0, "tools/shaddr-model calibrate")
+    assert "# other-work: 0.00 0.60 0.00 " in text
+
+
+def test_other_work_is_the_cpus_busy_share_without_idle_iowait_or_steal():
+    # user nice system idle iowait irq softirq steal
+    a = [100, 0, 50, 1000, 10, 0, 0, 0]
+    b = [160, 0, 70, 1100, 30, 5, 5, 30]  # 90 busy of 240
+    assert model.busy_share(a, b) == 90 / 240
+    assert model.busy_share(a, a) == 0.0
+    assert 0.0 <= model.others_busy(0.01) <= 1.0
+
+
 @pytest.fixture
 def tool(tmp_path, monkeypatch):
     """calibrate() with the measurement, the MPI builds and the machine key replaced; counts
@@ -145,6 +163,18 @@ def test_calibrate_measures_again_when_an_mpi_build_or_the_machine_changed(tool,
     assert tool["prior"] == 0.0  # another machine's probes are no reference
     calibrate("--quick")
     assert tool["runs"] == 3
+
+
+def test_a_calibration_measured_beside_other_work_is_measured_again(tool, capsys):
+    tool["m"] = dict(measurement(slow_only=["bench:mpich"]), busy_only=["bench:mpich"])
+    calibrate("--quick")
+    calibrate("--quick")
+    assert tool["runs"] == 2
+    assert "measured beside other work" in capsys.readouterr().err
+    tool["m"] = measurement()
+    calibrate("--quick")
+    calibrate("--quick")
+    assert tool["runs"] == 3  # a clean one is kept
 
 
 def test_a_file_without_curves_or_not_a_calibration_is_stale(tool):
