@@ -285,31 +285,38 @@ int Comm::settle_call() {
   if (!pending_call_) return 0;
   const uint64_t k = pending_call_;
   pending_call_ = 0;
-  const int err = size_ == 1 ? 0 : await_call(k, pending_token_);
+  return settle_failed(size_ == 1 ? 0 : await_call(k, pending_token_));
+}
+
+int Comm::settle_failed(int err) {
   if (err == -EXDEV)
     return fail(err, "a peer made this call with other arguments or ran it elsewhere");
   return err ? fail(err, "the call's agreement: a peer died") : 0;
 }
 
-int Comm::await_call(uint64_t k, uint64_t token) {
+// Rank r's record of call k, read once: false while r has not recorded k; else true with
+// *theirs its token, or kCallForwarded where r ran k elsewhere or saw a token differ.
+bool Comm::read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs) {
+  const CallLedger &l = block_->ledger(r);
+  const uint64_t c = l.call.load(std::memory_order_acquire);
+  const uint64_t done = c & ~kCallWriting;  // the last call it recorded whole
+  if (c == k) {
+    *theirs = l.token.load(std::memory_order_acquire);
+    if (l.call.load(std::memory_order_relaxed) == k) return true;
+  } else if (done < k) {
+    return false;
+  }
+  // Past k: it saw every token of k equal to its own (so to this rank's), or it did not.
+  *theirs = l.agreed.load(std::memory_order_acquire) == k ? token : kCallForwarded;
+  return true;
+}
+
+// Every peer's record of call k but @skip's (already read equal to @token).
+int Comm::await_call(uint64_t k, uint64_t token, int skip) {
   for (int r = 0; r < size_; r++) {
-    if (r == rank_) continue;
-    const CallLedger &l = block_->ledger(r);
+    if (r == rank_ || r == skip) continue;
     uint64_t theirs = kCallForwarded;
-    if (int err = wait_until(r, [&] {
-          const uint64_t c = l.call.load(std::memory_order_acquire);
-          const uint64_t done = c & ~kCallWriting;  // the last call it recorded whole
-          if (c == k) {
-            theirs = l.token.load(std::memory_order_acquire);
-            if (l.call.load(std::memory_order_relaxed) == k) return true;
-          } else if (done < k) {
-            return false;
-          }
-          // Past k: it saw every token of k equal to its own (so to this rank's), or it did not.
-          theirs = l.agreed.load(std::memory_order_acquire) == k ? token : kCallForwarded;
-          return true;
-        }))
-      return err;
+    if (int err = wait_until(r, [&] { return read_record(r, k, token, &theirs); })) return err;
     if (theirs != token) return -EXDEV;
   }
   block_->ledger(rank_).agreed.store(k, std::memory_order_release);
@@ -376,6 +383,27 @@ void Comm::slot_publish(uint64_t j, uint64_t meta) {
   h.round.store(j, std::memory_order_release);
   slot_published_ = j;
   ring_pending_ = true;  // rung before this rank waits long or returns (ring_if_pending())
+}
+
+int Comm::slot_wait_settled(int r, uint64_t j) {
+  if (!pending_call_) return slot_wait(r, j);
+  const uint64_t k = pending_call_, token = pending_token_;
+  pending_call_ = 0;
+  const SlotHeader &h = block_->slot_header(r, j);
+  bool recorded = false;
+  uint64_t theirs = kCallForwarded;
+  int err = wait_until(r, [&] {
+    if (!recorded) recorded = read_record(r, k, token, &theirs);
+    return recorded && (theirs != token || h.round.load(std::memory_order_acquire) >= j);
+  });
+  if (!err && theirs != token) err = -EXDEV;
+  if (!err) err = await_call(k, token, r);
+  if (err) {
+    if (err == -EXDEV) slot_seq_ = j - 1;  // the round was not this call's: take it back
+    return err;
+  }
+  if (slot_closed_[r] < j - 1) slot_closed_[r] = j - 1;
+  return 0;
 }
 
 int Comm::slot_wait(int r, uint64_t j) {

@@ -162,12 +162,10 @@ class Comm {
   // rank records its next call, which any reader of a later round has seen first.
   int slot_open(uint64_t *j);
   int slot_settle(uint64_t j);
-  // A rank that does not write its slot in round j: settles a pending call first.
-  int slot_next(uint64_t *j) {
-    if (int err = settle_call()) return err;
-    *j = ++slot_seq_;
-    return 0;
-  }
+  // A rank that does not write its slot in round j (a Bcast's reader): the round's number.
+  // Its first wait, for the writer's slot, is slot_wait_settled(), which settles a pending
+  // call in the same wait.
+  uint64_t slot_next() { return ++slot_seq_; }
   // Rank r's slot data of round j; pass the byte count where every rank knows it (where it
   // starts depends on it: nodeblock.h).
   void *slot(int r, uint64_t j, size_t bytes = 0) { return block_->reduce_slot(r, j, bytes); }
@@ -175,6 +173,12 @@ class Comm {
   // meta: a note for the readers (slot_meta()), published with the data.
   void slot_publish(uint64_t j, uint64_t meta = 0);
   int slot_wait(int r, uint64_t j);
+  // slot_wait() for a rank that opened round j with slot_next(): with a call pending it waits
+  // for rank r's record of the call and its slot of round j together (r wrote both, one after
+  // the other: the two cache lines travel at once instead of one after the other), then for
+  // the other peers' records. On -EXDEV the round is taken back, as slot_settle() does.
+  // Returns 0 or the error, which the caller reports (fail()).
+  int slot_wait_settled(int r, uint64_t j);
   uint64_t slot_meta(int r, uint64_t j) { return block_->slot_header(r, j).meta; }
   void slot_close(uint64_t j);
 
@@ -204,7 +208,9 @@ class Comm {
   Comm() = default;
   bool peer_alive(int peer);
   uint64_t announce_call(uint64_t token);
-  int await_call(uint64_t k, uint64_t token);
+  int await_call(uint64_t k, uint64_t token, int skip = -1);
+  bool read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs);
+  int settle_failed(int err);
   bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
   int rank_ = 0, size_ = 0;
   std::unique_ptr<Backend> backend_;
