@@ -151,6 +151,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   }
   c->pids_.resize(host.size);
   c->slot_closed_.assign(host.size, 0);
+  c->record_seen_.assign(host.size, 0);
   const pid_t me = getpid();
   if (int err = host.allgather(&me, c->pids_.data(), sizeof(pid_t), host.ctx)) {
     *why = "allgather of process ids failed";
@@ -311,10 +312,9 @@ bool Comm::read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs) {
   return true;
 }
 
-// Every peer's record of call k but @skip's (already read equal to @token).
-int Comm::await_call(uint64_t k, uint64_t token, int skip) {
+int Comm::await_call(uint64_t k, uint64_t token) {
   for (int r = 0; r < size_; r++) {
-    if (r == rank_ || r == skip) continue;
+    if (r == rank_) continue;
     uint64_t theirs = kCallForwarded;
     if (int err = wait_until(r, [&] { return read_record(r, k, token, &theirs); })) return err;
     if (theirs != token) return -EXDEV;
@@ -363,14 +363,24 @@ int Comm::slot_open(uint64_t *j) {
   return 0;
 }
 
-int Comm::slot_settle(uint64_t j) {
+int Comm::slot_settle(uint64_t j, bool every_rank_publishes) {
   if (spec_round_ != j) return 0;  // settled before the round was opened, or nothing pending
   spec_round_ = 0;
-  const int err = settle_call();
+  int err = 0;
+  if (every_rank_publishes && pending_call_) {
+    const uint64_t k = pending_call_;
+    pending_call_ = 0;
+    err = settle_failed(await_records_and_slots(k, pending_token_, j, -1));
+  } else {
+    err = settle_call();
+  }
   if (err == -EXDEV) {
     if (slot_published_ == j) {
       block_->slot_header(rank_, j).round.store(spec_prev_round_, std::memory_order_release);
       slot_published_ = spec_prev_published_;
+      // A peer may be waiting for this slot with the records (await_records_and_slots()):
+      // it finds the record that differs when woken.
+      ring_mine();
     }
     slot_seq_ = j - 1;
   }
@@ -385,25 +395,51 @@ void Comm::slot_publish(uint64_t j, uint64_t meta) {
   ring_pending_ = true;  // rung before this rank waits long or returns (ring_if_pending())
 }
 
+// Every peer's record of call k, and the slot of round j of the peers it names (@writer, or
+// every peer for -1) once their record equals @token, in one wait per writer: a writer records
+// the call and then publishes its slot, and the loads of both lines are in flight at once
+// instead of one after the other. Every round of the wait reads each record not yet seen
+// equal, so that a rank waiting for a slot that its writer withdrew (it saw a record differ,
+// slot_settle()) finds that record too. 0, -EXDEV, or a wait's error.
+int Comm::await_records_and_slots(uint64_t k, uint64_t token, uint64_t j, int writer) {
+  std::fill(record_seen_.begin(), record_seen_.end(), 0);
+  bool differs = false;
+  auto scan = [&] {  // true once a record differs
+    for (int q = 0; q < size_ && !differs; q++) {
+      uint64_t theirs = kCallForwarded;
+      if (q == rank_ || record_seen_[q] || !read_record(q, k, token, &theirs)) continue;
+      if (theirs != token) differs = true;
+      record_seen_[q] = 1;
+    }
+    return differs;
+  };
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_ || (writer >= 0 && r != writer)) continue;
+    const SlotHeader &h = block_->slot_header(r, j);
+    if (int err = wait_until(r, [&] {
+          return scan() || (record_seen_[r] && h.round.load(std::memory_order_acquire) >= j);
+        }))
+      return err;
+    if (differs) return -EXDEV;
+    if (slot_closed_[r] < j - 1) slot_closed_[r] = j - 1;
+  }
+  for (int q = 0; q < size_; q++) {  // the records of ranks whose slot is not read here
+    if (q == rank_ || record_seen_[q]) continue;
+    uint64_t theirs = kCallForwarded;
+    if (int err = wait_until(q, [&] { return read_record(q, k, token, &theirs); })) return err;
+    if (theirs != token) return -EXDEV;
+  }
+  block_->ledger(rank_).agreed.store(k, std::memory_order_release);
+  return 0;
+}
+
 int Comm::slot_wait_settled(int r, uint64_t j) {
   if (!pending_call_) return slot_wait(r, j);
-  const uint64_t k = pending_call_, token = pending_token_;
+  const uint64_t k = pending_call_;
   pending_call_ = 0;
-  const SlotHeader &h = block_->slot_header(r, j);
-  bool recorded = false;
-  uint64_t theirs = kCallForwarded;
-  int err = wait_until(r, [&] {
-    if (!recorded) recorded = read_record(r, k, token, &theirs);
-    return recorded && (theirs != token || h.round.load(std::memory_order_acquire) >= j);
-  });
-  if (!err && theirs != token) err = -EXDEV;
-  if (!err) err = await_call(k, token, r);
-  if (err) {
-    if (err == -EXDEV) slot_seq_ = j - 1;  // the round was not this call's: take it back
-    return err;
-  }
-  if (slot_closed_[r] < j - 1) slot_closed_[r] = j - 1;
-  return 0;
+  const int err = await_records_and_slots(k, pending_token_, j, r);
+  if (err == -EXDEV) slot_seq_ = j - 1;  // the round was not this call's: take it back
+  return err;
 }
 
 int Comm::slot_wait(int r, uint64_t j) {

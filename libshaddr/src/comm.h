@@ -160,8 +160,10 @@ class Comm {
   // every rank that asked takes its round back (and returns without slot_close()): the round
   // numbers stay equal on every rank, and the speculative publication is withdrawn before this
   // rank records its next call, which any reader of a later round has seen first.
+  // every_rank_publishes: every rank that runs this call publishes round j before it settles
+  // (the slot collectives but the Bcast): each peer's record and slot are waited for together.
   int slot_open(uint64_t *j);
-  int slot_settle(uint64_t j);
+  int slot_settle(uint64_t j, bool every_rank_publishes = false);
   // A rank that does not write its slot in round j (a Bcast's reader): the round's number.
   // Its first wait, for the writer's slot, is slot_wait_settled(), which settles a pending
   // call in the same wait.
@@ -208,8 +210,9 @@ class Comm {
   Comm() = default;
   bool peer_alive(int peer);
   uint64_t announce_call(uint64_t token);
-  int await_call(uint64_t k, uint64_t token, int skip = -1);
+  int await_call(uint64_t k, uint64_t token);
   bool read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs);
+  int await_records_and_slots(uint64_t k, uint64_t token, uint64_t j, int writer);
   int settle_failed(int err);
   bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
   int rank_ = 0, size_ = 0;
@@ -231,6 +234,7 @@ class Comm {
   uint64_t spec_round_ = 0, spec_prev_round_ = 0, spec_prev_published_ = 0;
   uint64_t slot_published_ = 0;        // the last round this rank wrote its slot in
   std::vector<uint64_t> slot_closed_;  // of each rank: the last round it is known done with
+  std::vector<uint8_t> record_seen_;   // await_records_and_slots(): read equal to the token
   uint64_t fallible_steps_ = 0;  // SHADDR_FAIL_INJECT's count
   bool small_path_ = false;      // the running collective took the FIFO/slots
   bool ring_pending_ = false;    // see ring_if_pending()
