@@ -313,14 +313,7 @@ bool Comm::read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs) {
 }
 
 int Comm::await_call(uint64_t k, uint64_t token) {
-  for (int r = 0; r < size_; r++) {
-    if (r == rank_) continue;
-    uint64_t theirs = kCallForwarded;
-    if (int err = wait_until(r, [&] { return read_record(r, k, token, &theirs); })) return err;
-    if (theirs != token) return -EXDEV;
-  }
-  block_->ledger(rank_).agreed.store(k, std::memory_order_release);
-  return 0;
+  return await_records_and_slots(k, token, 0, kNoWriter);
 }
 
 // Rank r is done with round x once it closed a round >= x (slot_read), or published round
@@ -370,7 +363,7 @@ int Comm::slot_settle(uint64_t j, bool every_rank_publishes) {
   if (every_rank_publishes && pending_call_) {
     const uint64_t k = pending_call_;
     pending_call_ = 0;
-    err = settle_failed(await_records_and_slots(k, pending_token_, j, -1));
+    err = settle_failed(await_records_and_slots(k, pending_token_, j, kEveryWriter));
   } else {
     err = settle_call();
   }
@@ -395,10 +388,10 @@ void Comm::slot_publish(uint64_t j, uint64_t meta) {
   ring_pending_ = true;  // rung before this rank waits long or returns (ring_if_pending())
 }
 
-// Every peer's record of call k, and the slot of round j of the peers it names (@writer, or
-// every peer for -1) once their record equals @token, in one wait per writer: a writer records
-// the call and then publishes its slot, and the loads of both lines are in flight at once
-// instead of one after the other. Every round of the wait reads each record not yet seen
+// Every peer's record of call k, and the slot of round j of the peers @writer names (one
+// rank, kEveryWriter or kNoWriter) once their record equals @token, in one wait per writer: a
+// writer records the call and then publishes its slot, and the loads of both lines are in
+// flight at once instead of one after the other. Every round of the wait reads each record not yet seen
 // equal, so that a rank waiting for a slot that its writer withdrew (it saw a record differ,
 // slot_settle()) finds that record too. 0, -EXDEV, or a wait's error.
 int Comm::await_records_and_slots(uint64_t k, uint64_t token, uint64_t j, int writer) {
@@ -414,7 +407,7 @@ int Comm::await_records_and_slots(uint64_t k, uint64_t token, uint64_t j, int wr
     return differs;
   };
   for (int r = 0; r < size_; r++) {
-    if (r == rank_ || (writer >= 0 && r != writer)) continue;
+    if (r == rank_ || writer == kNoWriter || (writer != kEveryWriter && r != writer)) continue;
     const SlotHeader &h = block_->slot_header(r, j);
     if (int err = wait_until(r, [&] {
           return scan() || (record_seen_[r] && h.round.load(std::memory_order_acquire) >= j);

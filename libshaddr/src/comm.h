@@ -212,6 +212,7 @@ class Comm {
   uint64_t announce_call(uint64_t token);
   int await_call(uint64_t k, uint64_t token);
   bool read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs);
+  static constexpr int kEveryWriter = -1, kNoWriter = -2;
   int await_records_and_slots(uint64_t k, uint64_t token, uint64_t j, int writer);
   int settle_failed(int err);
   bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
