@@ -64,11 +64,8 @@ int slot_bcast(Comm &c, char *buf, size_t bytes, int root, size_t segment,
     c.slot_close(j);
     return err ? fail(err, "shaddr_bcast: the root's data source failed") : 0;
   }
-  j = c.slot_next();
-  if (int err = c.slot_wait_settled(root, j))
-    return fail(err, err == -EXDEV ? "shaddr_bcast: a peer made this call with other arguments "
-                                     "or ran it elsewhere"
-                                   : "shaddr_bcast");
+  if (int err = c.slot_next(&j)) return err;
+  if (int err = c.slot_wait(root, j)) return fail(err, "shaddr_bcast");
   const uint64_t meta = c.slot_meta(root, j);
   int err = 0;
   if (meta == (bcast_meta(bytes, root) | kSlotAbort))

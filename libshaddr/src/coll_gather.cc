@@ -178,7 +178,7 @@ int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
   std::memcpy(slot, &header, sizeof(header));
   if (mylen <= c.slot_bytes() - sizeof(header)) std::memcpy(slot + sizeof(header), mine, mylen);
   c.slot_publish(j);
-  if (int err = c.slot_settle(j, true)) return err;
+  if (int err = c.slot_settle(j)) return err;
   int err = 0;
   if (mylen != recvbytes[me]) err = size_mismatch(me, mylen, recvbytes[me]);
   else if (!inplace && mylen) std::memcpy(out + displs[me], sendbuf, mylen);
@@ -350,7 +350,7 @@ int slot_collective(Comm &c, SlotKind kind, const void *sendbuf, size_t bytes, v
     if (!(kind == SlotKind::kGather && me == root)) std::memcpy(c.slot(me, j), src, len);
   }
   c.slot_publish(j);
-  if (int err = c.slot_settle(j, true)) return err;
+  if (int err = c.slot_settle(j)) return err;
   int err = 0;
   switch (kind) {
   case SlotKind::kGather:

@@ -73,7 +73,7 @@ int slot_reduce(Comm &c, const Args &a) {
   if (int err = c.slot_open(&j)) return err;
   std::memcpy(c.slot(c.rank(), j, a.bytes), a.in, a.bytes);
   c.slot_publish(j);
-  if (int err = c.slot_settle(j, true)) return err;
+  if (int err = c.slot_settle(j)) return err;
   if (gets_result(c, a)) {
     for (int r = 0; r < c.size(); r++)
       if (int err = c.slot_wait(r, j)) return err;

@@ -151,7 +151,6 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   }
   c->pids_.resize(host.size);
   c->slot_closed_.assign(host.size, 0);
-  c->record_seen_.assign(host.size, 0);
   const pid_t me = getpid();
   if (int err = host.allgather(&me, c->pids_.data(), sizeof(pid_t), host.ctx)) {
     *why = "allgather of process ids failed";
@@ -286,34 +285,35 @@ int Comm::settle_call() {
   if (!pending_call_) return 0;
   const uint64_t k = pending_call_;
   pending_call_ = 0;
-  return settle_failed(size_ == 1 ? 0 : await_call(k, pending_token_));
-}
-
-int Comm::settle_failed(int err) {
+  const int err = size_ == 1 ? 0 : await_call(k, pending_token_);
   if (err == -EXDEV)
     return fail(err, "a peer made this call with other arguments or ran it elsewhere");
   return err ? fail(err, "the call's agreement: a peer died") : 0;
 }
 
-// Rank r's record of call k, read once: false while r has not recorded k; else true with
-// *theirs its token, or kCallForwarded where r ran k elsewhere or saw a token differ.
-bool Comm::read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs) {
-  const CallLedger &l = block_->ledger(r);
-  const uint64_t c = l.call.load(std::memory_order_acquire);
-  const uint64_t done = c & ~kCallWriting;  // the last call it recorded whole
-  if (c == k) {
-    *theirs = l.token.load(std::memory_order_acquire);
-    if (l.call.load(std::memory_order_relaxed) == k) return true;
-  } else if (done < k) {
-    return false;
-  }
-  // Past k: it saw every token of k equal to its own (so to this rank's), or it did not.
-  *theirs = l.agreed.load(std::memory_order_acquire) == k ? token : kCallForwarded;
-  return true;
-}
-
 int Comm::await_call(uint64_t k, uint64_t token) {
-  return await_records_and_slots(k, token, 0, kNoWriter);
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_) continue;
+    const CallLedger &l = block_->ledger(r);
+    uint64_t theirs = kCallForwarded;
+    if (int err = wait_until(r, [&] {
+          const uint64_t c = l.call.load(std::memory_order_acquire);
+          const uint64_t done = c & ~kCallWriting;  // the last call it recorded whole
+          if (c == k) {
+            theirs = l.token.load(std::memory_order_acquire);
+            if (l.call.load(std::memory_order_relaxed) == k) return true;
+          } else if (done < k) {
+            return false;
+          }
+          // Past k: it saw every token of k equal to its own (so to this rank's), or it did not.
+          theirs = l.agreed.load(std::memory_order_acquire) == k ? token : kCallForwarded;
+          return true;
+        }))
+      return err;
+    if (theirs != token) return -EXDEV;
+  }
+  block_->ledger(rank_).agreed.store(k, std::memory_order_release);
+  return 0;
 }
 
 // Rank r is done with round x once it closed a round >= x (slot_read), or published round
@@ -356,24 +356,14 @@ int Comm::slot_open(uint64_t *j) {
   return 0;
 }
 
-int Comm::slot_settle(uint64_t j, bool every_rank_publishes) {
+int Comm::slot_settle(uint64_t j) {
   if (spec_round_ != j) return 0;  // settled before the round was opened, or nothing pending
   spec_round_ = 0;
-  int err = 0;
-  if (every_rank_publishes && pending_call_) {
-    const uint64_t k = pending_call_;
-    pending_call_ = 0;
-    err = settle_failed(await_records_and_slots(k, pending_token_, j, kEveryWriter));
-  } else {
-    err = settle_call();
-  }
+  const int err = settle_call();
   if (err == -EXDEV) {
     if (slot_published_ == j) {
       block_->slot_header(rank_, j).round.store(spec_prev_round_, std::memory_order_release);
       slot_published_ = spec_prev_published_;
-      // A peer may be waiting for this slot with the records (await_records_and_slots()):
-      // it finds the record that differs when woken.
-      ring_mine();
     }
     slot_seq_ = j - 1;
   }
@@ -386,53 +376,6 @@ void Comm::slot_publish(uint64_t j, uint64_t meta) {
   h.round.store(j, std::memory_order_release);
   slot_published_ = j;
   ring_pending_ = true;  // rung before this rank waits long or returns (ring_if_pending())
-}
-
-// Every peer's record of call k, and the slot of round j of the peers @writer names (one
-// rank, kEveryWriter or kNoWriter) once their record equals @token, in one wait per writer: a
-// writer records the call and then publishes its slot, and the loads of both lines are in
-// flight at once instead of one after the other. Every round of the wait reads each record not yet seen
-// equal, so that a rank waiting for a slot that its writer withdrew (it saw a record differ,
-// slot_settle()) finds that record too. 0, -EXDEV, or a wait's error.
-int Comm::await_records_and_slots(uint64_t k, uint64_t token, uint64_t j, int writer) {
-  std::fill(record_seen_.begin(), record_seen_.end(), 0);
-  bool differs = false;
-  auto scan = [&] {  // true once a record differs
-    for (int q = 0; q < size_ && !differs; q++) {
-      uint64_t theirs = kCallForwarded;
-      if (q == rank_ || record_seen_[q] || !read_record(q, k, token, &theirs)) continue;
-      if (theirs != token) differs = true;
-      record_seen_[q] = 1;
-    }
-    return differs;
-  };
-  for (int r = 0; r < size_; r++) {
-    if (r == rank_ || writer == kNoWriter || (writer != kEveryWriter && r != writer)) continue;
-    const SlotHeader &h = block_->slot_header(r, j);
-    if (int err = wait_until(r, [&] {
-          return scan() || (record_seen_[r] && h.round.load(std::memory_order_acquire) >= j);
-        }))
-      return err;
-    if (differs) return -EXDEV;
-    if (slot_closed_[r] < j - 1) slot_closed_[r] = j - 1;
-  }
-  for (int q = 0; q < size_; q++) {  // the records of ranks whose slot is not read here
-    if (q == rank_ || record_seen_[q]) continue;
-    uint64_t theirs = kCallForwarded;
-    if (int err = wait_until(q, [&] { return read_record(q, k, token, &theirs); })) return err;
-    if (theirs != token) return -EXDEV;
-  }
-  block_->ledger(rank_).agreed.store(k, std::memory_order_release);
-  return 0;
-}
-
-int Comm::slot_wait_settled(int r, uint64_t j) {
-  if (!pending_call_) return slot_wait(r, j);
-  const uint64_t k = pending_call_;
-  pending_call_ = 0;
-  const int err = await_records_and_slots(k, pending_token_, j, r);
-  if (err == -EXDEV) slot_seq_ = j - 1;  // the round was not this call's: take it back
-  return err;
 }
 
 int Comm::slot_wait(int r, uint64_t j) {

@@ -160,14 +160,14 @@ class Comm {
   // every rank that asked takes its round back (and returns without slot_close()): the round
   // numbers stay equal on every rank, and the speculative publication is withdrawn before this
   // rank records its next call, which any reader of a later round has seen first.
-  // every_rank_publishes: every rank that runs this call publishes round j before it settles
-  // (the slot collectives but the Bcast): each peer's record and slot are waited for together.
   int slot_open(uint64_t *j);
-  int slot_settle(uint64_t j, bool every_rank_publishes = false);
-  // A rank that does not write its slot in round j (a Bcast's reader): the round's number.
-  // Its first wait, for the writer's slot, is slot_wait_settled(), which settles a pending
-  // call in the same wait.
-  uint64_t slot_next() { return ++slot_seq_; }
+  int slot_settle(uint64_t j);
+  // A rank that does not write its slot in round j: settles a pending call first.
+  int slot_next(uint64_t *j) {
+    if (int err = settle_call()) return err;
+    *j = ++slot_seq_;
+    return 0;
+  }
   // Rank r's slot data of round j; pass the byte count where every rank knows it (where it
   // starts depends on it: nodeblock.h).
   void *slot(int r, uint64_t j, size_t bytes = 0) { return block_->reduce_slot(r, j, bytes); }
@@ -175,12 +175,6 @@ class Comm {
   // meta: a note for the readers (slot_meta()), published with the data.
   void slot_publish(uint64_t j, uint64_t meta = 0);
   int slot_wait(int r, uint64_t j);
-  // slot_wait() for a rank that opened round j with slot_next(): with a call pending it waits
-  // for rank r's record of the call and its slot of round j together (r wrote both, one after
-  // the other: the two cache lines travel at once instead of one after the other), then for
-  // the other peers' records. On -EXDEV the round is taken back, as slot_settle() does.
-  // Returns 0 or the error, which the caller reports (fail()).
-  int slot_wait_settled(int r, uint64_t j);
   uint64_t slot_meta(int r, uint64_t j) { return block_->slot_header(r, j).meta; }
   void slot_close(uint64_t j);
 
@@ -211,10 +205,6 @@ class Comm {
   bool peer_alive(int peer);
   uint64_t announce_call(uint64_t token);
   int await_call(uint64_t k, uint64_t token);
-  bool read_record(int r, uint64_t k, uint64_t token, uint64_t *theirs);
-  static constexpr int kEveryWriter = -1, kNoWriter = -2;
-  int await_records_and_slots(uint64_t k, uint64_t token, uint64_t j, int writer);
-  int settle_failed(int err);
   bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
   int rank_ = 0, size_ = 0;
   std::unique_ptr<Backend> backend_;
@@ -235,7 +225,6 @@ class Comm {
   uint64_t spec_round_ = 0, spec_prev_round_ = 0, spec_prev_published_ = 0;
   uint64_t slot_published_ = 0;        // the last round this rank wrote its slot in
   std::vector<uint64_t> slot_closed_;  // of each rank: the last round it is known done with
-  std::vector<uint8_t> record_seen_;   // await_records_and_slots(): read equal to the token
   uint64_t fallible_steps_ = 0;  // SHADDR_FAIL_INJECT's count
   bool small_path_ = false;      // the running collective took the FIFO/slots
   bool ring_pending_ = false;    // see ring_if_pending()
