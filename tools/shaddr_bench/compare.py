@@ -340,25 +340,34 @@ def run_copy_limit(build, args, out_dir):
 
 
 # --- the VM part --------------------------------------------------------------------------
+def guest_release(kernel):
+    """The release of the kernel `tools/shaddr-vm --kernel @kernel` boots, or None."""
+    p = subprocess.run([os.path.join(TOP, "tools", "shaddr-vm"), "--kernel", kernel,
+                        "--print-kernel"], capture_output=True, text=True)
+    for ln in p.stdout.splitlines():
+        if ln.startswith("version="):
+            return ln.split("=", 1)[1].strip()
+    return None
+
+
 def run_vm(cs, build, args, out_dir):
     vm = [c for c in cs if c.where == "vm"]
     # A kernel that loads modules runs the module part on the host (tools/shaddr-vm --host);
     # otherwise one guest boots Debian's kernel of --kernel.
     on_host = args.host_module
-    if on_host:
-        kos = [p for p in (os.path.join(build, "kmod", platform.release(), "shaddr.ko"),)
-               if os.path.exists(p)]
-    else:
-        kos = sorted(glob.glob(os.path.join(build, "kmod", f"{args.kernel}.*", "shaddr.ko")) or
-                     glob.glob(os.path.join(TOP, "build", "kmod", f"{args.kernel}.*", "shaddr.ko")))
+    # The module built for the very kernel that runs it: a series such as 6.1 also matches
+    # the debug kernel's build (6.1.<n>-shaddr-debug), whose module the guest refuses.
+    release = platform.release() if on_host else guest_release(args.kernel)
+    kos = [p for p in (os.path.join(d, "kmod", release or "?", "shaddr.ko")
+                       for d in (build, os.path.join(TOP, "build"))) if os.path.exists(p)][:1]
     reason = None
     if args.no_vm:
         reason = "--no-vm"
     elif not [c for c in vm if not c.skip and c.name not in ("vm-mpich", "vm-openmpi")]:
         reason = "no contender uses the module yet (interposer and patched MPICH absent)"
     elif not kos:
-        reason = (f"no build/kmod/{platform.release() if on_host else args.kernel + '.*'}"
-                  "/shaddr.ko (`make kmod`)")
+        reason = (f"no build/kmod/{release or args.kernel + ' (no such kernel)'}/shaddr.ko "
+                  "(`make kmod`)")
     if reason:
         say(f"VM part skipped: {reason}")
         return {"status": "skipped", "reason": reason}
