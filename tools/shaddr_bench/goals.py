@@ -104,7 +104,7 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
         return reconfirm(res, coll, sh, st, s, confirmation) if confirmation else None
     md = []
     if not any(side(k) and v.get("status") == "ok" for k, v in res.items()) or \
-            not any(not is_shaddr(k) and v.get("status") == "ok" for k, v in res.items()):
+            not any(is_stock(k) and v.get("status") == "ok" for k, v in res.items()):
         return [f"{where}: not judged (needs a shaddr and a stock contender that both ran).\n"]
     lines = []
     losses_all = []
@@ -121,11 +121,11 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
                 notes.append(f"{label}: {st[s][1] / sh[s][1]:.2f} → {a[0]:.2f} "
                              f"({a[1][0]}+{a[1][1]})")
             if a is None or a[2]:
-                losses.append((s, a[0] if a else st[s][1] / sh[s][1], st[s][0], a is not None))
+                losses.append((label, a[0] if a else st[s][1] / sh[s][1], st[s][0], a is not None))
         losses_all += losses
         row = [coll, str(len(sizes)), str(len(sizes) - len(losses)),
-               ", ".join(f"{fmt_size(s) if coll != 'barrier' else '—'}: {r:.2f} vs {c}"
-                         + (" (confirmed)" if conf else "") for s, r, c, conf in losses) or "—"]
+               ", ".join(f"{label}: {r:.2f} vs {c}" + (" (confirmed)" if conf else "")
+                         for label, r, c, conf in losses) or "—"]
         lines.append(row + [", ".join(notes) or "—"] if confirmation else row)
     how = ""
     if confirmation:
