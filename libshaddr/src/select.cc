@@ -72,10 +72,13 @@ bool parse_double(std::string_view s, double *out) {
 double log2_at_least_1(int n) { return n > 2 ? std::log2(static_cast<double>(n)) : 1.0; }
 
 // The buffer a peer reads from, for a call of @bytes (one block where the collective has
-// blocks) at node size n: an Alltoall's and a Scatter's send buffer holds n blocks.
+// blocks) at node size n: an Alltoall's and a Scatter's send buffer holds n blocks. Saturates
+// (no such buffer exists): a wrapped product made the largest sizes look small to the model.
 size_t source_bytes(shaddr_coll coll, size_t bytes, int n) {
   const bool n_blocks = coll == SHADDR_COLL_ALLTOALL || coll == SHADDR_COLL_SCATTER;
-  return n_blocks ? bytes * static_cast<size_t>(n) : bytes;
+  const size_t ranks = n > 1 ? static_cast<size_t>(n) : 1;
+  if (!n_blocks) return bytes;
+  return bytes > SIZE_MAX / ranks ? SIZE_MAX : bytes * ranks;
 }
 
 // Blocks of the per-rank size a rank receives (or sends, for the roots' side) at node size n.

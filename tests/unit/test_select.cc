@@ -37,6 +37,22 @@ TEST(SelectModel, ParsesModelLines) {
   EXPECT_EQ(m.parse_line("# model.cma.bcast=1/1", &why), 1);
 }
 
+// An Alltoall's source buffer is n blocks; at the largest block sizes that product must not
+// wrap to a small number (the heap's curve applies from a size up, the inner backend's below).
+TEST(SelectModel, SourceSizeOfBlocksDoesNotWrap) {
+  CostModel m;
+  std::string why;
+  ASSERT_EQ(m.parse_line("model.heap.alltoall=1/1000@2", &why), 0) << why;
+  ASSERT_EQ(m.parse_line("model.cma.alltoall=1/1@2", &why), 0) << why;
+  for (size_t bytes : {size_t{1} << 62, (size_t{1} << 63) + 4096, SIZE_MAX / 2 + 1}) {
+    const double heap = m.shaddr_us(SHADDR_COLL_ALLTOALL, SHADDR_ALGO_DIRECT, BackendKind::kCma,
+                                    true, bytes, 2, false, SHADDR_FALLBACK_OPENMPI);
+    const double cma = m.shaddr_us(SHADDR_COLL_ALLTOALL, SHADDR_ALGO_DIRECT, BackendKind::kCma,
+                                   false, bytes, 2, false, SHADDR_FALLBACK_OPENMPI);
+    EXPECT_LT(heap, cma / 100) << bytes;
+  }
+}
+
 TEST(SelectModel, RefusesBadLinesNamingThem) {
   CostModel m;
   for (const char *bad :
