@@ -91,8 +91,8 @@ struct Call {
   State *s;
   Call(shaddr_interpose_call w, State *st) : which(w), s(st) {}
   // The ledger of this call's node communicator, where one exists without communicating
-  // (ledger_comm); the hierarchy's phases are not recorded.
-  shaddr_comm_t *ledger() const { return s ? ledger_comm(*s) : nullptr; }
+  // (State::ledger); the hierarchy's phases are not recorded.
+  shaddr_comm_t *ledger() const { return s ? s->ledger() : nullptr; }
   // Agreed over several nodes: the calls with arguments that the hierarchy takes (the others
   // are forwarded on such communicators whatever their arguments, as are calls that
   // SHADDR_INTERPOSE_FORWARD names).

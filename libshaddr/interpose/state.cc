@@ -17,9 +17,18 @@
 #include "settings.h"
 
 namespace shaddr::interpose {
+// The warm path's data (state.h reads it inline).
+namespace detail {
+Settings g_settings;
+shaddr_interpose_stats g_stats{};
+LastLookup g_last;
+}  // namespace detail
+using detail::g_last;
+using detail::g_settings;
+using detail::g_stats;
+
 namespace {
 
-Settings g_settings;
 bool g_inited = false;
 bool g_off = false;            // forward everything (MPI_THREAD_MULTIPLE, SHADDR_INTERPOSE=0)
 std::string g_off_why;
@@ -30,7 +39,6 @@ uint64_t g_seq = 0;
 // besides: each holds four internal communicators and a libshaddr node communicator.
 constexpr int kKeptSetUps = 8;
 int g_kept = 0;
-shaddr_interpose_stats g_stats{};
 // Where libshaddr's waits drive MPI's progress engine: a receive that never matches (on a
 // private communicator of this process alone, on which nothing is ever sent), tested.
 MPI_Comm g_progress_comm = MPI_COMM_NULL;
@@ -62,14 +70,6 @@ namespace {
 std::map<std::vector<int>, Shared *> g_shared;  // live set-ups by group (shareable groups)
 std::map<uint64_t, Shared *> g_live;            // every live set-up by seq, for finalize
 MPI_Group g_world_group = MPI_GROUP_NULL;
-// The last communicator looked up and its state: most programs call collectives on one
-// communicator in a row, and the attribute lookup was most of a forwarded call's cost. Cleared
-// when that state is deleted (MPI_Comm_free, MPI_Comm_disconnect, MPI_Finalize), before its
-// handle can be reused.
-struct LastLookup {
-  MPI_Comm comm = MPI_COMM_NULL;
-  State *s = nullptr;
-} g_last;
 
 // What runs when the interposer does not call libshaddr: this MPI's own collectives.
 #ifdef OMPI_MAJOR_VERSION
@@ -290,7 +290,7 @@ void release(State *s) {
 
 int delete_cb(MPI_Comm, int, void *attr, void *) {
   auto *s = static_cast<State *>(attr);
-  if (g_last.s == s) g_last = LastLookup{};
+  if (g_last.s == s) g_last = detail::LastLookup{};
   release(s);
   delete s;
   return MPI_SUCCESS;
@@ -555,8 +555,6 @@ bool set_up(State *s, bool keep_plan) {
 
 }  // namespace
 
-const Settings &settings() { return g_settings; }
-
 void init_globals(bool at_init) {
   if (g_inited) return;
   int initialized = 0, finalized = 0;
@@ -628,16 +626,33 @@ bool interposer_active() {
   return g_inited && !g_off;
 }
 
-State *state_of(MPI_Comm comm) {
+// Through shaddr_plan_lookup only, over every variant of each collective (flags a collective has
+// no table for look up its plain one).
+void State::index_plan() const {
+  lib_from_of_ = plan.get();
+  for (int c = 0; c < SHADDR_COLL_COUNT; c++) {
+    lib_from_[c] = SIZE_MAX;
+    if (!plan) continue;
+    const auto coll = static_cast<shaddr_coll>(c);
+    for (unsigned flags : {0u, SHADDR_PLAN_IN_PLACE, SHADDR_PLAN_SEGMENTED}) {
+      size_t from = 0;
+      const shaddr_plan_step *st = shaddr_plan_lookup(plan.get(), coll, from, flags);
+      while (st && st->use_fallback && st->upto != SIZE_MAX)
+        st = shaddr_plan_lookup(plan.get(), coll, from = st->upto + 1, flags);
+      if (st && !st->use_fallback) lib_from_[c] = std::min(lib_from_[c], from);
+    }
+  }
+}
+
+State *state_lookup(MPI_Comm comm) {
   if (!g_inited) init_globals(false);
   if (!g_inited || g_off || comm == MPI_COMM_NULL) return nullptr;
-  if (comm == g_last.comm) return g_last.s->usable ? g_last.s : nullptr;
   void *val = nullptr;
   int flag = 0;
   if (PMPI_Comm_get_attr(comm, g_keyval, &val, &flag) != MPI_SUCCESS) return nullptr;
   if (flag) {
     auto *s = static_cast<State *>(val);
-    g_last = LastLookup{comm, s};
+    g_last = detail::LastLookup{comm, s};
     return s->usable ? s : nullptr;
   }
   int inter = 0;
@@ -667,11 +682,9 @@ State *state_of(MPI_Comm comm) {
     }
   }
   PMPI_Comm_set_attr(comm, g_keyval, s);
-  g_last = LastLookup{comm, s};
+  g_last = detail::LastLookup{comm, s};
   return s->usable ? s : nullptr;
 }
-
-shaddr_comm_t *ledger_comm(State &s) { return s.usable && s.nnodes == 1 ? s.sc : nullptr; }
 
 void finalize_all() {
   if (!g_inited || g_off) return;
@@ -689,14 +702,6 @@ void finalize_all() {
   if (g_world_group != MPI_GROUP_NULL) PMPI_Group_free(&g_world_group);
 }
 
-void count_accel(shaddr_interpose_call c, const State &s) {
-  g_stats.accelerated[c]++;
-  if (s.multi()) g_stats.hierarchical[c]++;
-}
-void count_forward(shaddr_interpose_call c) { g_stats.forwarded[c]++; }
-void count_fallback(shaddr_interpose_call c) { g_stats.fallbacks[c]++; }
-void count_mesh() { g_stats.mesh_alltoall++; }
-uint64_t forwarded_calls(shaddr_interpose_call c) { return g_stats.forwarded[c]; }
 
 void say(const State *s, const char *fmt, ...) {
   if (!g_settings.verbose || (s && s->node_rank != 0)) return;
@@ -712,13 +717,6 @@ void say_fallback(const State &s, const char *what, int shaddr_err) {
   say(&s, "%s: libshaddr failed (%s: %s); falling back to PMPI_*", what,
       std::strerror(-shaddr_err),
       s.injected ? "injected by SHADDR_INTERPOSE_FAIL_EVERY" : shaddr_last_error());
-}
-
-int inject_fault(State &s, int rc) {
-  s.injected = false;
-  if (rc || !g_settings.fail_every || ++s.lib_seq % g_settings.fail_every) return rc;
-  s.injected = true;
-  return -ECANCELED;
 }
 
 }  // namespace shaddr::interpose

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,28 +59,23 @@ struct State {
   // every rank's plan sends the same sizes to libshaddr (agree_plan); a rank of a node of one
   // takes the plan of the first rank with one. Null: every sized call is forwarded.
   std::shared_ptr<const shaddr_plan> plan;
-  // Whether a call of @coll on @bytes (plan flags @flags) goes to libshaddr.
+  // Whether a call of @coll on @bytes (plan flags @flags) goes to libshaddr: one look at the
+  // plan, after a compare with the smallest size any of @coll's tables sends to libshaddr
+  // (most short calls are forwarded on that alone).
   bool lib_for(shaddr_coll coll, size_t bytes, unsigned flags = 0) const {
-    if (!plan) return false;
+    if (!plan || bytes < lib_from(coll)) return false;
     const shaddr_plan_step *st = shaddr_plan_lookup(plan.get(), coll, bytes, flags);
     return st && !st->use_fallback;
   }
-
   // Whether some size of @coll goes to libshaddr (false: every call of it is forwarded, whatever
   // its arguments).
-  bool lib_any(shaddr_coll coll) const {
-    if (!plan) return false;
-    for (int t : {static_cast<int>(coll), coll == SHADDR_COLL_ALLREDUCE
-                                              ? static_cast<int>(SHADDR_PLAN_ALLREDUCE_IN_PLACE)
-                                              : -1}) {
-      if (t < 0) continue;
-      const shaddr_plan_table &tab = plan->tables[t];
-      for (int i = 0; i < tab.nsteps; i++)
-        if (!tab.steps[i].use_fallback) return true;
-    }
-    return false;
+  bool lib_any(shaddr_coll coll) const { return plan && lib_from(coll) != SIZE_MAX; }
+  // The smallest size any table of @coll sends to libshaddr (SIZE_MAX: none), from the plan
+  // this state holds now (worked out again when that plan changes).
+  size_t lib_from(shaddr_coll coll) const {
+    if (lib_from_of_ != plan.get()) index_plan();
+    return lib_from_[coll];
   }
-
   Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
   std::vector<int> key;      // the group's MPI_COMM_WORLD ranks (empty: not shareable)
   bool freed = false;        // the set-up proper was released (or never existed)
@@ -90,11 +86,15 @@ struct State {
   // Several (virtual) nodes: calls are agreed over the whole communicator (interpose.cc,
   // agree_nodes), not by one node's call ledger, and run through the hierarchy.
   bool multi() const { return nnodes > 1; }
-};
+  // The node communicator whose call ledger records this state's calls (shaddr_call_agree), or
+  // nullptr (not usable, or over several nodes).
+  shaddr_comm_t *ledger() const { return usable && nnodes == 1 ? sc : nullptr; }
 
-// The node communicator whose call ledger records @s's calls (shaddr_call_agree), or nullptr
-// (not usable, or over several nodes).
-shaddr_comm_t *ledger_comm(State &s);
+ private:
+  void index_plan() const;  // fills lib_from_ from plan (state.cc)
+  mutable const shaddr_plan *lib_from_of_ = nullptr;
+  mutable size_t lib_from_[SHADDR_COLL_COUNT] = {};
+};
 
 // Settings (read once at MPI_Init or the first collective).
 struct Settings {
@@ -110,11 +110,33 @@ struct Settings {
   uint64_t verify_inject = 0;  // SHADDR_VERIFY_INJECT: testing aid, see verify.h
 };
 
-const Settings &settings();
+// What a warm call reads, kept in state.cc and read here inline: a call that the plan forwards
+// costs a few compares (docs/architecture.md, the path of one call).
+namespace detail {
+extern Settings g_settings;
+extern shaddr_interpose_stats g_stats;
+// The last communicator looked up and its state: most programs call collectives on one
+// communicator in a row, and the attribute lookup was most of a forwarded call's cost. Cleared
+// when that state is deleted (MPI_Comm_free, MPI_Comm_disconnect, MPI_Finalize), before its
+// handle can be reused.
+struct LastLookup {
+  MPI_Comm comm = MPI_COMM_NULL;
+  State *s = nullptr;
+};
+extern LastLookup g_last;
+}  // namespace detail
 
-// Lookup (creating on first use, collectively) of the state of @comm; nullptr when every
-// collective on @comm goes to PMPI_* (the decision is the same on every rank of @comm).
-State *state_of(MPI_Comm comm);
+inline const Settings &settings() { return detail::g_settings; }
+
+// The state of @comm, looked up (and made at @comm's first collective, collectively); nullptr
+// when every collective on @comm goes to PMPI_* (the decision is the same on every rank of
+// @comm).
+State *state_lookup(MPI_Comm comm);
+inline State *state_of(MPI_Comm comm) {
+  const detail::LastLookup &l = detail::g_last;
+  if (l.s && comm == l.comm) return l.s->usable ? l.s : nullptr;
+  return state_lookup(comm);
+}
 
 // Frees every live state (reverse creation order) before PMPI_Finalize.
 void finalize_all();
@@ -126,11 +148,15 @@ void init_globals(bool at_init);
 bool interposer_active();
 
 // Counters (shaddr_interpose_get_stats).
-void count_accel(shaddr_interpose_call c, const State &s);
-void count_forward(shaddr_interpose_call c);
-void count_fallback(shaddr_interpose_call c);
-void count_mesh();
-uint64_t forwarded_calls(shaddr_interpose_call c);  // this process's forwarded calls so far
+inline void count_accel(shaddr_interpose_call c, const State &s) {
+  detail::g_stats.accelerated[c]++;
+  if (s.multi()) detail::g_stats.hierarchical[c]++;
+}
+inline void count_forward(shaddr_interpose_call c) { detail::g_stats.forwarded[c]++; }
+inline void count_fallback(shaddr_interpose_call c) { detail::g_stats.fallbacks[c]++; }
+inline void count_mesh() { detail::g_stats.mesh_alltoall++; }
+// This process's forwarded calls so far.
+inline uint64_t forwarded_calls(shaddr_interpose_call c) { return detail::g_stats.forwarded[c]; }
 
 // SHADDR_VERBOSE=1 diagnostics: printed by rank 0 of @comm's node (or every rank if @s is
 // nullptr), with shaddr_last_error() when @shaddr_err is non-zero.
@@ -141,6 +167,12 @@ void say_fallback(const State &s, const char *what, int shaddr_err);
 // call on a communicator is reported as failed (-ECANCELED) after it ran, so its outputs are
 // already written when PMPI_* redoes the call. Ranks of a node make the same libshaddr calls on
 // a communicator in the same order, so they agree on which ones fail, as with real failures.
-int inject_fault(State &s, int rc);
+inline int inject_fault(State &s, int rc) {
+  s.injected = false;
+  const uint64_t every = settings().fail_every;
+  if (rc || !every || ++s.lib_seq % every) return rc;
+  s.injected = true;
+  return -ECANCELED;
+}
 
 }  // namespace shaddr::interpose

@@ -149,10 +149,8 @@ int in_order_keyval() {
   return kv;
 }
 
+// A derived type's in_order (a predefined type's type map is one element: in order).
 bool cached_in_order(MPI_Datatype t) {
-  int ni, na, nd, comb;
-  if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS) return false;
-  if (comb == MPI_COMBINER_NAMED) return true;
   const int kv = in_order_keyval();
   if (kv != MPI_KEYVAL_INVALID) {
     void *v = nullptr;
@@ -168,18 +166,20 @@ bool cached_in_order(MPI_Datatype t) {
 
 }  // namespace
 
-TypeInfo type_info(MPI_Datatype t) {
+TypeInfo query_type_info(MPI_Datatype t) {
   TypeInfo ti;
   if (t == MPI_DATATYPE_NULL) return ti;
   Layout l;
-  ti.ok = l.query(t);
+  int ni, na, nd, comb;
+  ti.ok = l.query(t) && PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) == MPI_SUCCESS;
   if (!ti.ok) return ti;
   ti.size = l.size;
   ti.extent = l.extent;
   ti.true_lb = l.true_lb;
   ti.true_extent = l.true_extent;
+  ti.named = comb == MPI_COMBINER_NAMED;
   // Only a type that could be one run needs the look at its type map.
-  ti.in_order = l.size == l.true_extent && cached_in_order(t);
+  ti.in_order = l.size == l.true_extent && (ti.named || cached_in_order(t));
   return ti;
 }
 
@@ -224,24 +224,7 @@ int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, M
   return MPI_SUCCESS;
 }
 
-char *at(const void *buf, MPI_Count offset) {
-  // MPI_BOTTOM (null) with absolute displacements: the data is at the offset itself.
-  return reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(buf) +
-                                  static_cast<uintptr_t>(offset));
-}
-
-int View::init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo &ti) {
-  user_ = static_cast<char *>(const_cast<void *>(buf));
-  count_ = count;
-  type_ = t;
-  tsize_ = ti.size;
-  extent_ = ti.extent;
-  bytes_ = static_cast<size_t>(count * ti.size);
-  packed_ = !ti.contiguous(count);
-  if (!packed_) {
-    ptr_ = at(buf, ti.true_lb);
-    return MPI_SUCCESS;
-  }
+int View::init_packed() {
   try {
     tmp_.resize(bytes_ ? bytes_ : 1);
   } catch (...) {
@@ -249,14 +232,6 @@ int View::init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo 
   }
   ptr_ = tmp_.data();
   return MPI_SUCCESS;
-}
-
-int View::pack_in() {
-  return packed_ && bytes_ ? pack(user_, count_, type_, extent_, tsize_, ptr_) : MPI_SUCCESS;
-}
-
-int View::unpack_out() {
-  return packed_ && bytes_ ? unpack(ptr_, count_, type_, extent_, tsize_, user_) : MPI_SUCCESS;
 }
 
 }  // namespace shaddr::interpose

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "shaddr/coll.h"
@@ -20,6 +21,7 @@ struct TypeInfo {
   MPI_Count true_extent = 0;
   bool in_order = false;    // one element's type map is one gapless run in increasing order
   bool ok = false;          // the queries succeeded
+  bool named = false;       // a predefined type (its handle is never freed)
   // (buf, count) is one contiguous run of count * size bytes at buf + true_lb, in type-map
   // order (what MPI_Pack would make of it). Else the rank packs its own side.
   bool contiguous(MPI_Count count) const {
@@ -27,19 +29,65 @@ struct TypeInfo {
   }
 };
 // Any datatype MPI accepts (negative or zero extents, resized, holes, type maps in any order):
-// ok is false only when MPI cannot describe it.
-TypeInfo type_info(MPI_Datatype t);
+// ok is false only when MPI cannot describe it. Asked by MPI (types.cc).
+TypeInfo query_type_info(MPI_Datatype t);
+// The same, asked by every call that is not forwarded on its size alone: the last predefined
+// type's answer is kept (its handle is never freed, so it cannot come back naming another type;
+// a derived type's can, and is asked every time).
+inline TypeInfo type_info(MPI_Datatype t) {
+  static struct {
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    TypeInfo ti;
+  } last;
+  if (t != MPI_DATATYPE_NULL && t == last.t) return last.ti;
+  const TypeInfo ti = query_type_info(t);
+  if (ti.ok && ti.named) {
+    last.t = t;
+    last.ti = ti;
+  }
+  return ti;
+}
 // MPI's size of @t (bytes of data per element); false if MPI cannot say (then forwarded).
+// Asked first by most calls, the forwarded ones too: the last predefined type's answer is
+// kept (a predefined handle is never freed, so it cannot come back naming another type; a
+// derived type's can, and is asked every time).
 inline bool type_size(MPI_Datatype t, MPI_Count *size) {
-  return t != MPI_DATATYPE_NULL && PMPI_Type_size_x(t, size) == MPI_SUCCESS && *size >= 0;
+  static struct {
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    MPI_Count size = 0;
+  } last;
+  if (t == MPI_DATATYPE_NULL) return false;
+  if (t == last.t) {
+    *size = last.size;
+    return true;
+  }
+  if (PMPI_Type_size_x(t, size) != MPI_SUCCESS || *size < 0) return false;
+  int ni = 0, na = 0, nd = 0, combiner = 0;
+  if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
+      combiner == MPI_COMBINER_NAMED) {
+    last.t = t;
+    last.size = *size;
+  }
+  return true;
 }
 
 // Maps a predefined MPI type / op; false when libshaddr cannot reduce it (then forwarded).
 bool map_dtype(MPI_Datatype t, shaddr_dtype *out);
 bool map_op(MPI_Op op, shaddr_op *out);
 
-// buf + offset bytes, also for MPI_BOTTOM (a null buf) with absolute displacements.
-char *at(const void *buf, MPI_Count offset);
+// buf + offset bytes, also for MPI_BOTTOM (a null buf) with absolute displacements: the data is
+// at the offset itself.
+inline char *at(const void *buf, MPI_Count offset) {
+  return reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(buf) +
+                                  static_cast<uintptr_t>(offset));
+}
+
+// Pack/unpack count elements of t at user into/from dst (native representation, which is the
+// concatenation of the type map's bytes on these MPIs); chunked to respect int limits.
+int pack(const char *user, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
+         char *dst);
+int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
+           char *user);
 
 // A contiguous byte view of (buf, count, type) on this rank: the user's memory when the type is
 // contiguous, else a packed copy (in() packs, out() unpacks after the collective).
@@ -47,13 +95,31 @@ class View {
  public:
   View() = default;
   // @buf may be nullptr or MPI_IN_PLACE (the caller handles those); @count elements.
-  int init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo &ti);
+  int init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo &ti) {
+    user_ = static_cast<char *>(const_cast<void *>(buf));
+    count_ = count;
+    type_ = t;
+    tsize_ = ti.size;
+    extent_ = ti.extent;
+    bytes_ = static_cast<size_t>(count * ti.size);
+    packed_ = !ti.contiguous(count);
+    if (packed_) return init_packed();
+    ptr_ = at(buf, ti.true_lb);
+    return MPI_SUCCESS;
+  }
   char *data() { return ptr_; }
   size_t bytes() const { return bytes_; }
-  int pack_in();   // user buffer -> view (no-op when contiguous)
-  int unpack_out(); // view -> user buffer (no-op when contiguous)
+  // user buffer -> view (no-op when contiguous)
+  int pack_in() {
+    return packed_ && bytes_ ? pack(user_, count_, type_, extent_, tsize_, ptr_) : MPI_SUCCESS;
+  }
+  // view -> user buffer (no-op when contiguous)
+  int unpack_out() {
+    return packed_ && bytes_ ? unpack(ptr_, count_, type_, extent_, tsize_, user_) : MPI_SUCCESS;
+  }
 
  private:
+  int init_packed();  // the packed copy's memory (types.cc)
   char *user_ = nullptr;
   MPI_Count count_ = 0;
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
@@ -64,12 +130,5 @@ class View {
   bool packed_ = false;
   std::vector<char> tmp_;
 };
-
-// Pack/unpack count elements of t at user into/from dst (native representation, which is the
-// concatenation of the type map's bytes on these MPIs); chunked to respect int limits.
-int pack(const char *user, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
-         char *dst);
-int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
-           char *user);
 
 }  // namespace shaddr::interpose

@@ -643,8 +643,6 @@ void check_identical(const Check &k, const char *res, int count, shaddr_dtype dt
 
 }  // namespace
 
-bool on() { return settings().verify && interposer_active(); }
-
 int barrier(MPI_Comm comm) {
   Check k;
   k.args = "MPI_Barrier()";

@@ -20,12 +20,15 @@
 
 #include <mpi.h>
 
+#include "state.h"
+
 namespace shaddr::interpose::verify {
 
 constexpr int kAbortCode = 70;  // MPI_Abort's error code on a mismatch (EX_SOFTWARE)
 
 // SHADDR_VERIFY=1 and the interposer is active (not SHADDR_INTERPOSE=0 or MPI_THREAD_MULTIPLE).
-bool on();
+// Asked by every intercepted call: inline, one load when off.
+inline bool on() { return settings().verify && interposer_active(); }
 
 int barrier(MPI_Comm comm);
 int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
