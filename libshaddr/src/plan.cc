@@ -335,6 +335,10 @@ SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, siz
     size_t from = 0;
     for (int i = 0; i < tab.nsteps; i++) {
       const shaddr_plan_step &s = tab.steps[i];
+      // Steps that go to the caller differ only in the algorithm that would have run: one
+      // range (the empty call's 0-0 stays apart).
+      if (s.use_fallback && from > 0 && i + 1 < tab.nsteps && tab.steps[i + 1].use_fallback)
+        continue;
       out += std::string(i ? ", " : " ") + shaddr::size_text(from) + "-" +
              (s.upto == SIZE_MAX ? "" : shaddr::size_text(s.upto)) + " " +
              (s.use_fallback ? "mpi" : shaddr_algo_name(s.algo));

@@ -245,6 +245,34 @@ TEST(Plan, SameOnEveryRank) {
   }
 }
 
+// Against a fallback, neighbouring ranges that go to it print as one range (the empty call's
+// 0-0 apart): below SHADDR_MIN_BCAST the slots, FIFO and direct sizes all go to the MPI.
+TEST(Plan, FormatJoinsTheFallbacksRanges) {
+  EXPECT_EQ(on_ranks(2, "shm", {{"SHADDR_MIN_BCAST", "1048576"}}, [](shaddr_comm_t *c, int) {
+              const shaddr_plan *mp = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+              char mbuf[4096];
+              if (shaddr_plan_format(mp, mbuf, sizeof(mbuf)) <= 0) return 7;
+              if (!std::strstr(mbuf, "bcast: 0-0 mpi, 1-1048575 mpi, 1M- ")) return 10;
+              std::string prev;  // the previous range of the line, "A-B algo"
+              for (const char *p = mbuf; *p; p++) {
+                const size_t n = std::strcspn(p, ",\n");
+                std::string range(p, n);
+                if (const size_t colon = range.find(": "); colon != std::string::npos)
+                  range = range.substr(colon + 2), prev.clear();
+                while (!range.empty() && range[0] == ' ') range.erase(0, 1);
+                const bool mpi = range.size() > 4 && range.compare(range.size() - 4, 4, " mpi") == 0;
+                if (mpi && prev.size() > 4 && prev.compare(prev.size() - 4, 4, " mpi") == 0 &&
+                    prev.rfind("0-0 ", 0) != 0)
+                  return 8;
+                prev = p[n] == '\n' ? std::string() : range;
+                p += n;
+                if (!*p) break;
+              }
+              return 0;
+            }),
+            0);
+}
+
 TEST(Plan, FormatsAndRefusesBadArguments) {
   EXPECT_EQ(shaddr_comm_plan(nullptr, SHADDR_FALLBACK_NONE), nullptr);
   EXPECT_EQ(shaddr_plan_lookup(nullptr, SHADDR_COLL_BCAST, 1, 0), nullptr);
