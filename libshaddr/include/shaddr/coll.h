@@ -116,7 +116,7 @@ enum shaddr_algo {
  * @bytes: payload bytes this rank moved (read or published), per enum shaddr_coll
  * @fifo_calls: of @calls, those that succeeded through the Bcast FIFO or the slots
  * @failures: of @calls, those that returned an error once the collective had started (argument
- *            errors found on entry are not counted here)
+ *            errors found on entry are not counted here, nor -EXDEV: the ranks' calls differed)
  * @cache_hits: registration-cache hits over all peers
  * @cache_misses: registration-cache misses (each cost a mapping system call)
  * @cache_evictions: mappings evicted to make room
