@@ -315,6 +315,37 @@ def test_the_points_lost_to_the_best_stock_contender_are_measured_again():
     assert goals.losses_vs_best_stock(r) == [("interposer-openmpi", "openmpi", "allgather", 256)]
 
 
+def test_every_default_near_the_fastest_is_measured_again_and_the_fastest_rerun_judges():
+    # mpich-patched-auto was 10% behind interposer-openmpi at the lost point (within
+    # RERUN_DEFAULTS_WITHIN), mpich's interposer 50% (not): the first two are measured again.
+    point = ("bcast", 256)
+    r, _ = best_stock_case(point, 1.2, [], [])
+    r["mpich-patched-auto"] = synth.contender(lambda c, s: stock(c, s) * (
+        1.32 if (c, s) == point else 0.9))
+    r["interposer-mpich"] = synth.contender(lambda c, s: stock(c, s) * (
+        1.8 if (c, s) == point else 0.9))
+    assert goals.losses_vs_best_stock(r) == [
+        ("interposer-openmpi", "openmpi", "bcast", 256),
+        ("mpich-patched-auto", "openmpi", "bcast", 256)]
+    t = stock(*point)
+
+    def conf(auto_us):
+        return {"points": [
+            {"contender": "interposer-openmpi", "off": "openmpi", "coll": "bcast", "bytes": 256,
+             "default_us": [t * 1.2] * 3, "off_us": [t * 1.0] * 3},
+            {"contender": "mpich-patched-auto", "off": "openmpi", "coll": "bcast", "bytes": 256,
+             "default_us": [t * x for x in auto_us], "off_us": [t * 1.01] * 3}],
+            "seconds": 20.0, "budget_s": 240}
+    # The other default's reruns were as fast as the stock contender's best: met.
+    md = goals.goals(r, LIMIT, 2, "host", confirmation=conf([1.3, 0.99, 1.1]))
+    assert verdict(md, "**At least as fast") == "met"
+    rows = {x[0]: x for x in table(md, "**At least as fast")}
+    assert rows["bcast"][4] == f"256 B: {1 / 1.2:.2f} → {1 / 0.99:.2f} (3+6)"
+    # Neither was: the best of the two judges, and it lost.
+    md = goals.goals(r, LIMIT, 2, "host", confirmation=conf([1.3, 1.25, 1.4]))
+    assert verdict(md, "**At least as fast") == "NOT met"
+
+
 def test_a_loss_to_the_best_stock_contender_the_reruns_put_within_noise_is_met():
     r, conf = best_stock_case(("allgather", 256), 1.2, [1.3, 1.02, 1.4], [1.0, 1.1, 0.99])
     assert verdict(goals.goals(r, LIMIT, 2, "host"), "**At least as fast") == "NOT met"
