@@ -629,7 +629,7 @@ bool interposer_active() {
 // Through shaddr_plan_lookup only, over every variant of each collective (flags a collective has
 // no table for look up its plain one).
 void State::index_plan() const {
-  lib_from_of_ = plan.get();
+  lib_from_of_ = plan;
   for (int c = 0; c < SHADDR_COLL_COUNT; c++) {
     lib_from_[c] = SIZE_MAX;
     if (!plan) continue;

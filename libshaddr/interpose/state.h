@@ -73,7 +73,7 @@ struct State {
   // The smallest size any table of @coll sends to libshaddr (SIZE_MAX: none), from the plan
   // this state holds now (worked out again when that plan changes).
   size_t lib_from(shaddr_coll coll) const {
-    if (lib_from_of_ != plan.get()) index_plan();
+    if (lib_from_of_ != plan) index_plan();
     return lib_from_[coll];
   }
   Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
@@ -92,7 +92,9 @@ struct State {
 
  private:
   void index_plan() const;  // fills lib_from_ from plan (state.cc)
-  mutable const shaddr_plan *lib_from_of_ = nullptr;
+  // The plan lib_from_ was worked out from, held so that its address cannot come back as
+  // another plan's.
+  mutable std::shared_ptr<const shaddr_plan> lib_from_of_;
   mutable size_t lib_from_[SHADDR_COLL_COUNT] = {};
 };
 
