@@ -170,14 +170,13 @@ TypeInfo query_type_info(MPI_Datatype t) {
   TypeInfo ti;
   if (t == MPI_DATATYPE_NULL) return ti;
   Layout l;
-  int ni, na, nd, comb;
-  ti.ok = l.query(t) && PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) == MPI_SUCCESS;
+  ti.ok = l.query(t);
   if (!ti.ok) return ti;
   ti.size = l.size;
   ti.extent = l.extent;
   ti.true_lb = l.true_lb;
   ti.true_extent = l.true_extent;
-  ti.named = comb == MPI_COMBINER_NAMED;
+  ti.named = named_type(t);
   // Only a type that could be one run needs the look at its type map.
   ti.in_order = l.size == l.true_extent && (ti.named || cached_in_order(t));
   return ti;

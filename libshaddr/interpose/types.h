@@ -31,43 +31,44 @@ struct TypeInfo {
 // Any datatype MPI accepts (negative or zero extents, resized, holes, type maps in any order):
 // ok is false only when MPI cannot describe it. Asked by MPI (types.cc).
 TypeInfo query_type_info(MPI_Datatype t);
-// The same, asked by every call that is not forwarded on its size alone: the last predefined
-// type's answer is kept (its handle is never freed, so it cannot come back naming another type;
-// a derived type's can, and is asked every time).
+
+// A predefined type (MPI_COMBINER_NAMED).
+inline bool named_type(MPI_Datatype t) {
+  int ni = 0, na = 0, nd = 0, combiner = 0;
+  return PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
+         combiner == MPI_COMBINER_NAMED;
+}
+
+// The last predefined type asked about and MPI's answers for it: most calls name one, the
+// forwarded ones too. A predefined handle is never freed, so it cannot come back naming another
+// type; a derived type's can, and is asked every time.
+namespace detail {
+struct LastNamedType {
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  TypeInfo ti;
+};
+inline LastNamedType g_last_named;
+}  // namespace detail
+
+// query_type_info(), remembered for the last predefined type.
 inline TypeInfo type_info(MPI_Datatype t) {
-  static struct {
-    MPI_Datatype t = MPI_DATATYPE_NULL;
-    TypeInfo ti;
-  } last;
+  detail::LastNamedType &last = detail::g_last_named;
   if (t != MPI_DATATYPE_NULL && t == last.t) return last.ti;
   const TypeInfo ti = query_type_info(t);
-  if (ti.ok && ti.named) {
-    last.t = t;
-    last.ti = ti;
-  }
+  if (ti.ok && ti.named) last = {t, ti};
   return ti;
 }
-// MPI's size of @t (bytes of data per element); false if MPI cannot say (then forwarded).
-// Asked first by most calls, the forwarded ones too: the last predefined type's answer is
-// kept (a predefined handle is never freed, so it cannot come back naming another type; a
-// derived type's can, and is asked every time).
+
+// MPI's size of @t (bytes of data per element); false if MPI cannot say (then forwarded). A
+// derived type costs one query, not type_info()'s look at its layout.
 inline bool type_size(MPI_Datatype t, MPI_Count *size) {
-  static struct {
-    MPI_Datatype t = MPI_DATATYPE_NULL;
-    MPI_Count size = 0;
-  } last;
   if (t == MPI_DATATYPE_NULL) return false;
-  if (t == last.t) {
-    *size = last.size;
+  if (t == detail::g_last_named.t) {
+    *size = detail::g_last_named.ti.size;
     return true;
   }
   if (PMPI_Type_size_x(t, size) != MPI_SUCCESS || *size < 0) return false;
-  int ni = 0, na = 0, nd = 0, combiner = 0;
-  if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
-      combiner == MPI_COMBINER_NAMED) {
-    last.t = t;
-    last.size = *size;
-  }
+  if (named_type(t)) type_info(t);  // remembered for the next call
   return true;
 }
 
