@@ -482,6 +482,28 @@ void shaddr_export_release_all(struct shaddr_file *sf)
 		shaddr_export_revoke(sf, exp);
 }
 
+/**
+ * shaddr_export_withdraw_group() - withdraw the exports of an exiting group
+ * @sf: the file (its lock held)
+ * @tgid: the thread group that is exiting
+ *
+ * The teardown of the exporter's address space also kills its exports, but
+ * any other holder of the address space's users (an importer's fault in
+ * flight, a third process's process_vm_readv) defers that teardown until it
+ * lets go, possibly after the exporter has been reaped. Withdrawing them
+ * here, from the exit of the group itself, makes every access SIGBUS before
+ * anyone can reap it.
+ */
+void shaddr_export_withdraw_group(struct shaddr_file *sf, struct pid *tgid)
+{
+	struct shaddr_export *exp, *tmp;
+
+	lockdep_assert_held(&sf->lock);
+	list_for_each_entry_safe(exp, tmp, &sf->exports, file_node)
+		if (exp->tgid == tgid)
+			shaddr_export_revoke(sf, exp);
+}
+
 int shaddr_export_init(void)
 {
 	shaddr_zap_wq = alloc_workqueue("shaddr_zap",

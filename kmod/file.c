@@ -9,6 +9,7 @@
 #include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -68,6 +69,25 @@ static int shaddr_release(struct inode *inode, struct file *file)
 	mutex_destroy(&sf->lock);
 	kfree(sf);
 	atomic64_dec(&shaddr_stats.open_files);
+	return 0;
+}
+
+/*
+ * A descriptor of the file is closed. At the exit of a thread group, its
+ * descriptor table is closed once every thread of it is exiting, before
+ * the group can be reaped: the exports it made die here, not only when its
+ * address space is torn down, which another user of it can defer.
+ */
+static int shaddr_flush(struct file *file, fl_owner_t id)
+{
+	struct shaddr_file *sf = file->private_data;
+
+	if (!(current->flags & PF_EXITING) ||
+	    atomic_read(&current->signal->live))
+		return 0;
+	mutex_lock(&sf->lock);
+	shaddr_export_withdraw_group(sf, task_tgid(current));
+	mutex_unlock(&sf->lock);
 	return 0;
 }
 
@@ -205,6 +225,7 @@ out:
 const struct file_operations shaddr_fops = {
 	.owner = THIS_MODULE,
 	.open = shaddr_open,
+	.flush = shaddr_flush,
 	.release = shaddr_release,
 	.unlocked_ioctl = shaddr_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,

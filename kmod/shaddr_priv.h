@@ -325,6 +325,7 @@ long shaddr_ioc_revoke(struct shaddr_file *sf, void __user *uarg);
 long shaddr_ioc_make(struct shaddr_file *sf, void __user *uarg);
 long shaddr_ioc_remove(struct shaddr_file *sf, void __user *uarg);
 void shaddr_export_release_all(struct shaddr_file *sf);
+void shaddr_export_withdraw_group(struct shaddr_file *sf, struct pid *tgid);
 struct shaddr_export *shaddr_export_lookup(u64 handle,
 					   enum shaddr_export_kind kind);
 void shaddr_export_put(struct shaddr_export *exp);

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/futex.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -351,6 +353,94 @@ TEST(Liveness, QueryReportsExporterDeathAtOnceDespiteAForkChildHoldingItsFile) {
   close(fd2);
   kill(holder, SIGKILL);
   waitpid(holder, nullptr, 0);
+}
+
+// The exporter exits while a fork child of it holds its files (so they are not released at
+// its exit) and another process holds its address space (process_vm_readv() keeps a reference
+// to it for the whole copy, here stalled on a userfaultfd page of its own; a fault of an
+// importer in flight does the same): that address space is torn down only when the copy ends,
+// after the reap. The exports die with the exporter all the same: as soon as it has been
+// reaped, its window and its segment's attachment give SIGBUS and QUERY says DEAD.
+TEST(Liveness, ExporterDeathShowsAtTheReapWhileAnotherProcessHoldsItsAddressSpace) {
+  Pipe to_exporter, from_exporter, from_holder;
+  pid_t exporter = fork();
+  ASSERT_GE(exporter, 0);
+  if (exporter == 0) {
+    AlignedBuffer buf(kWin, kWin);
+    memset(buf.data(), 0x5a, kWin);
+    int wfd = open_dev(), sfd = open_dev();
+    shaddr_translate t;
+    uint64_t segid;
+    if (wfd < 0 || sfd < 0 || set_slot_size(wfd, SHADDR_SLOT_1M) ||
+        translate(wfd, buf.data(), kWin, SHADDR_PROT_READ, &t) ||
+        seg_make(sfd, buf.data(), kWin, 0600, &segid))
+      _exit(1);
+    pid_t file_holder = fork();  // inherits both files: they outlive the exporter
+    if (file_holder == 0) {
+      for (;;) pause();
+    }
+    from_exporter.put(t.handle);
+    from_exporter.put(segid);
+    from_exporter.put(reinterpret_cast<uint64_t>(buf.data()));
+    from_exporter.put(file_holder);
+    to_exporter.get<char>();
+    _exit(0);
+  }
+  const uint64_t handle = from_exporter.get<uint64_t>();
+  const uint64_t segid = from_exporter.get<uint64_t>();
+  const uint64_t remote = from_exporter.get<uint64_t>();
+  const pid_t file_holder = from_exporter.get<pid_t>();
+  Window w(handle, SHADDR_PROT_READ);
+  ASSERT_NE(w.p, nullptr);
+  int fd = open_dev();
+  ASSERT_GE(fd, 0);
+  uint64_t apid;
+  char *att = nullptr;
+  ASSERT_EQ(seg_get(fd, segid, SHADDR_SEG_RDONLY, &apid), 0);
+  ASSERT_EQ(seg_attach(fd, apid, 0, kWin, &att), 0);
+  EXPECT_EQ(w.p[kPage], 0x5a);
+  EXPECT_EQ(att[2 * kPage], 0x5a);
+
+  pid_t holder = fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC));
+    uffdio_api api{};
+    api.api = UFFD_API;
+    void *page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uffdio_register reg{};
+    reg.range.start = reinterpret_cast<uint64_t>(page);
+    reg.range.len = kPage;
+    reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+    if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) || page == MAP_FAILED ||
+        ioctl(uffd, UFFDIO_REGISTER, &reg))
+      _exit(2);
+    std::thread([&] {
+      iovec local{page, kPage}, far{reinterpret_cast<void *>(remote), kPage};
+      process_vm_readv(exporter, &local, 1, &far, 1, 0);
+    }).detach();
+    uffd_msg msg;
+    if (read(uffd, &msg, sizeof(msg)) != sizeof(msg)) _exit(3);
+    from_holder.put<char>(1);  // the copy is stalled, the exporter's address space held
+    for (;;) pause();
+  }
+  from_holder.get<char>();
+  to_exporter.put<char>(1);
+  int status;
+  ASSERT_EQ(waitpid(exporter, &status, 0), exporter);
+  ASSERT_TRUE(exited_ok(status));
+  // No waiting: the exporter has been reaped.
+  shaddr_query q{};
+  EXPECT_EQ(xioctl(w.fd, SHADDR_IOC_QUERY, &q), 0);
+  EXPECT_EQ(q.slots[0].state, SHADDR_SLOT_DEAD);
+  EXPECT_EQ(access_signal(w.p + kPage), SIGBUS) << "window";
+  EXPECT_EQ(access_signal(att + 2 * kPage), SIGBUS) << "attachment";
+  EXPECT_EQ(access_signal(att + 3 * kPage), SIGBUS) << "attachment, a page not touched before";
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  kill(file_holder, SIGKILL);  // reparented: reaped by init (or a subreaper)
+  EXPECT_EQ(seg_detach(fd, att), 0);
+  close(fd);
 }
 
 // Futexes on a window: private operations work (their key is the importer's address space
