@@ -186,8 +186,11 @@ class Comm {
   void mark_small_path() { small_path_ = true; }
   int account(int err) {
     ring_if_pending();
-    if (err && err != -EXDEV) stats_.failures++;  // -EXDEV: the ranks' calls differed
-    else if (small_path_) stats_.fifo_calls++;
+    if (err) {
+      if (err != -EXDEV) stats_.failures++;  // -EXDEV: the ranks' calls differed, nothing moved
+    } else if (small_path_) {
+      stats_.fifo_calls++;
+    }
     small_path_ = false;
     return err;
   }
