@@ -254,9 +254,13 @@ int Comm::finish(uint64_t s, int status) {
 
 // The ledger's `call` is a sequence lock: while a rank rewrites its token it marks `call` with
 // kCallWriting (keeping the previous call's number), so a reader that saw call k and then the
-// same value again read k's token. A rank's `agreed` is stored before its next record starts.
+// same value again read k's token. A forwarded call is one store, k with kCallForwardedMark,
+// and leaves `token` alone: the mark is its token. A rank's `agreed` is stored before its next
+// record starts.
 namespace {
 constexpr uint64_t kCallWriting = uint64_t{1} << 63;
+constexpr uint64_t kCallForwardedMark = uint64_t{1} << 62;
+constexpr uint64_t kCallMarks = kCallWriting | kCallForwardedMark;
 }  // namespace
 
 uint64_t Comm::record_call(uint64_t token) {
@@ -284,7 +288,7 @@ uint64_t Comm::announce_call(uint64_t token) {
 // then sees the record.
 void Comm::forward_call() {
   if (pending_call_) settle_call();  // a collective that never ran: its call is over
-  record_call(kCallForwarded);
+  block_->ledger(rank_).call.store(++call_seq_ | kCallForwardedMark, std::memory_order_release);
   if (block_->bell(rank_).sleepers.load(std::memory_order_relaxed)) ring_mine();
 }
 
@@ -311,7 +315,11 @@ int Comm::await_call(uint64_t k, uint64_t token) {
     uint64_t theirs = kCallForwarded;
     if (int err = wait_until(r, [&] {
           const uint64_t c = l.call.load(std::memory_order_acquire);
-          const uint64_t done = c & ~kCallWriting;  // the last call it recorded whole
+          const uint64_t done = c & ~kCallMarks;  // the last call it recorded whole
+          if (c == (k | kCallForwardedMark)) {
+            theirs = kCallForwarded;
+            return true;
+          }
           if (c == k) {
             theirs = l.token.load(std::memory_order_acquire);
             if (l.call.load(std::memory_order_relaxed) == k) return true;
