@@ -626,24 +626,6 @@ bool interposer_active() {
   return g_inited && !g_off;
 }
 
-// Through shaddr_plan_lookup only, over every variant of each collective (flags a collective has
-// no table for look up its plain one).
-void State::index_plan() const {
-  lib_from_of_ = plan;
-  for (int c = 0; c < SHADDR_COLL_COUNT; c++) {
-    lib_from_[c] = SIZE_MAX;
-    if (!plan) continue;
-    const auto coll = static_cast<shaddr_coll>(c);
-    for (unsigned flags : {0u, SHADDR_PLAN_IN_PLACE, SHADDR_PLAN_SEGMENTED}) {
-      size_t from = 0;
-      const shaddr_plan_step *st = shaddr_plan_lookup(plan.get(), coll, from, flags);
-      while (st && st->use_fallback && st->upto != SIZE_MAX)
-        st = shaddr_plan_lookup(plan.get(), coll, from = st->upto + 1, flags);
-      if (st && !st->use_fallback) lib_from_[c] = std::min(lib_from_[c], from);
-    }
-  }
-}
-
 State *state_lookup(MPI_Comm comm) {
   if (!g_inited) init_globals(false);
   if (!g_inited || g_off || comm == MPI_COMM_NULL) return nullptr;

@@ -70,12 +70,8 @@ struct State {
   // Whether some size of @coll goes to libshaddr (false: every call of it is forwarded, whatever
   // its arguments).
   bool lib_any(shaddr_coll coll) const { return plan && lib_from(coll) != SIZE_MAX; }
-  // The smallest size any table of @coll sends to libshaddr (SIZE_MAX: none), from the plan
-  // this state holds now (worked out again when that plan changes).
-  size_t lib_from(shaddr_coll coll) const {
-    if (lib_from_of_ != plan) index_plan();
-    return lib_from_[coll];
-  }
+  // The smallest size any table of @coll sends to libshaddr (SIZE_MAX: none).
+  size_t lib_from(shaddr_coll coll) const { return plan ? plan->lib_from[coll] : SIZE_MAX; }
   Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
   std::vector<int> key;      // the group's MPI_COMM_WORLD ranks (empty: not shareable)
   bool freed = false;        // the set-up proper was released (or never existed)
@@ -90,12 +86,6 @@ struct State {
   // nullptr (not usable, or over several nodes).
   shaddr_comm_t *ledger() const { return usable && nnodes == 1 ? sc : nullptr; }
 
- private:
-  void index_plan() const;  // fills lib_from_ from plan (state.cc)
-  // The plan lib_from_ was worked out from, held so that its address cannot come back as
-  // another plan's.
-  mutable std::shared_ptr<const shaddr_plan> lib_from_of_;
-  mutable size_t lib_from_[SHADDR_COLL_COUNT] = {};
 };
 
 // Settings (read once at MPI_Init or the first collective).

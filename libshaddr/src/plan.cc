@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -268,6 +269,21 @@ void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
   }
   out->ranks = c.size();
   out->digest = digest(*out);
+  // What a caller's per-call test reads first: the first step of each table that is not the
+  // caller's, over the collective's variants.
+  std::fill(std::begin(out->lib_from), std::end(out->lib_from), SIZE_MAX);
+  for (int t = 0; t < SHADDR_PLAN_TABLES; t++) {
+    size_t &lib_from = out->lib_from[table_coll(t)];
+    size_t from = 0;
+    for (int i = 0; i < out->tables[t].nsteps; i++) {
+      const shaddr_plan_step &s = out->tables[t].steps[i];
+      if (!s.use_fallback) {
+        lib_from = std::min(lib_from, from);
+        break;
+      }
+      from = s.upto + 1;
+    }
+  }
 }
 
 int plan_table(shaddr_coll coll, unsigned flags) {

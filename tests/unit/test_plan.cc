@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -131,6 +132,54 @@ TEST(Plan, TurnsWhereTheModelAndTheSettingsSay) {
                        return shaddr_plan_lookup(p, SHADDR_COLL_ALLREDUCE, 999, 0) ? 0 : 3;
                      }),
             0);
+}
+
+// The first size any variant of @coll sends to libshaddr, walked through the lookup.
+size_t first_lib_size(const shaddr_plan *p, shaddr_coll coll) {
+  size_t first = SIZE_MAX;
+  for (unsigned flags : {0u, SHADDR_PLAN_IN_PLACE, SHADDR_PLAN_SEGMENTED}) {
+    size_t from = 0;
+    const shaddr_plan_step *st = shaddr_plan_lookup(p, coll, from, flags);
+    while (st->use_fallback && st->upto != SIZE_MAX)
+      st = shaddr_plan_lookup(p, coll, from = st->upto + 1, flags);
+    if (!st->use_fallback) first = std::min(first, from);
+  }
+  return first;
+}
+
+// lib_from, what a caller compares before its lookup, is the first size any variant's table
+// sends to libshaddr: every smaller size is the caller's in every variant, that size is not.
+TEST(Plan, LibFromIsTheFirstSizeAnyVariantSendsToLibshaddr) {
+  TextFile tf(
+      "SHADDR_SLOT_MAX=4096\n"
+      "model.slots.bcast=1/1\n"
+      "model.fifo.bcast=2/10\n"
+      "model.mpich.bcast=0.5/1\n");
+  for (const char *min_bcast : {"", "1000"}) {
+    std::vector<std::pair<std::string, std::string>> env = {{"SHADDR_TUNING_FILE", tf.path}};
+    if (*min_bcast) env.emplace_back("SHADDR_MIN_BCAST", min_bcast);
+    EXPECT_EQ(on_ranks(2, "shm", env, [&](shaddr_comm_t *c, int) {
+                for (int f = 0; f < SHADDR_FALLBACK_COUNT; f++) {
+                  const shaddr_plan *p = shaddr_comm_plan(c, static_cast<shaddr_fallback>(f));
+                  if (!p) return 1;
+                  for (int coll = 0; coll < SHADDR_COLL_COUNT; coll++) {
+                    const size_t first = first_lib_size(p, static_cast<shaddr_coll>(coll));
+                    if (p->lib_from[coll] == first) continue;
+                    std::fprintf(stderr, "fallback %d coll %d: lib_from %zu, first %zu\n", f,
+                                 coll, p->lib_from[coll], first);
+                    return 2;
+                  }
+                }
+                // The FIFO from 4097 B (the model), or from the setting's 1000 B.
+                const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+                if (p->lib_from[SHADDR_COLL_BCAST] != (*min_bcast ? 1000u : 4097u)) return 3;
+                // Against no fallback, libshaddr at every size.
+                const shaddr_plan *none = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+                return none->lib_from[SHADDR_COLL_BCAST] == 0 ? 0 : 4;
+              }),
+              0)
+        << "SHADDR_MIN_BCAST=" << min_bcast;
+  }
 }
 
 // A calibration's measured points decide where they are, over its lines and the shipped ones.

@@ -361,6 +361,10 @@ struct shaddr_plan_table {
  *          agree on it)
  * @calibrated: 1 when the model's curves came from a calibration of this machine
  * @tables: indexed by enum shaddr_coll, then enum shaddr_plan_table_id
+ * @lib_from: indexed by enum shaddr_coll, the smallest size any of the collective's tables
+ *            sends to libshaddr (SIZE_MAX: none); a smaller call goes to the caller's own
+ *            collective whatever its flags, so a caller forwards it without a lookup
+ *            (appended last, so that the fields before keep their places)
  *
  * Plain data: a caller may copy it and keep it after the communicator is freed.
  */
@@ -370,6 +374,7 @@ struct shaddr_plan {
 	uint64_t digest;
 	int calibrated;
 	struct shaddr_plan_table tables[SHADDR_PLAN_TABLES];
+	size_t lib_from[SHADDR_COLL_COUNT];
 };
 
 /**
