@@ -263,18 +263,13 @@ constexpr uint64_t kCallForwardedMark = uint64_t{1} << 62;
 constexpr uint64_t kCallMarks = kCallWriting | kCallForwardedMark;
 }  // namespace
 
-uint64_t Comm::record_call(uint64_t token) {
+uint64_t Comm::announce_call(uint64_t token) {
   CallLedger &mine = block_->ledger(rank_);
   const uint64_t k = ++call_seq_;
   mine.call.store((k - 1) | kCallWriting, std::memory_order_release);
   // Release: a reader that sees the new token sees the writing mark before it.
   mine.token.store(token, std::memory_order_release);
   mine.call.store(k, std::memory_order_release);
-  return k;
-}
-
-uint64_t Comm::announce_call(uint64_t token) {
-  const uint64_t k = record_call(token);
   ring_mine();
   return k;
 }

@@ -206,8 +206,7 @@ class Comm {
  private:
   Comm() = default;
   bool peer_alive(int peer);
-  uint64_t record_call(uint64_t token);    // writes this rank's ledger record
-  uint64_t announce_call(uint64_t token);  // and rings
+  uint64_t announce_call(uint64_t token);  // writes this rank's ledger record, and rings
   int await_call(uint64_t k, uint64_t token);
   bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
   int rank_ = 0, size_ = 0;

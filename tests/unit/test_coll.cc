@@ -685,13 +685,6 @@ int run_kind(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size, uint
   return -1;
 }
 
-}  // namespace
-
-// shaddr_call_announce: the collective that follows, each of the eleven, settles the agreement,
-// a slot round after publishing its own slot. Equal tokens run it; a differing token, a rank
-// that forwarded the call, or one that forwarded and ran ahead make every rank that announced
-// get -EXDEV from the collective with its output untouched; and the rounds stay in step after
-// (the next agreed call of every kind is right), on the slots and past them.
 // run_kind() for a call whose records differ: it must count neither as a failure nor as a
 // call through the slots or the FIFO (it moved nothing); -1 if it did.
 int run_differing(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size, uint64_t token,
@@ -703,6 +696,13 @@ int run_differing(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size,
   return after.failures != before.failures || after.fifo_calls != before.fifo_calls ? -1 : rc;
 }
 
+}  // namespace
+
+// shaddr_call_announce: the collective that follows, each of the eleven, settles the agreement,
+// a slot round after publishing its own slot. Equal tokens run it; a differing token, a rank
+// that forwarded the call, or one that forwarded and ran ahead make every rank that announced
+// get -EXDEV from the collective with its output untouched; and the rounds stay in step after
+// (the next agreed call of every kind is right), on the slots and past them.
 TEST_P(Coll, AnnouncedCallIsSettledByTheCollective) {
   for (int n : node_sizes()) {
     if (n < 2) continue;
