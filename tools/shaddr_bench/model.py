@@ -100,18 +100,44 @@ def bench_lines(who, docs, ranks):
     return out
 
 
-def layer_lines(who, docs, base_docs, ranks):
-    """A fixed cost per collective: the median over sizes of how much longer @docs took than
-    @base_docs (the same path measured without the layer), never below 0."""
-    out = []
+# A layer's cost that was measured at nothing or less: kept just above 0, because libshaddr
+# interpolates points in log-log space.
+LAYER_FLOOR_US = 0.001
+
+
+def layer_diffs(docs, base_docs):
+    """{coll: [(bytes, us)]}: how much longer @docs took than @base_docs (the same path measured
+    without the layer) at each size both measured, never below LAYER_FLOOR_US."""
+    out = {}
     base = bench_points(base_docs)
     for coll, pts in sorted(bench_points(docs).items()):
         if coll not in COLLS or coll == "barrier":
             continue
         ref = dict(base.get(coll, []))
-        diffs = sorted(t - ref[s] for s, t in pts if s in ref)
+        diffs = [(s, max(LAYER_FLOOR_US, t - ref[s])) for s, t in pts if s in ref and s > 0]
         if diffs:
-            alpha = max(0.0, diffs[len(diffs) // 2])
+            out[coll] = diffs
+    return out
+
+
+def layer_point_lines(who, docs, base_docs, ranks):
+    """`point.<who>.<coll>=...`: the layer's cost at each size measured (layer_diffs()), which
+    the plan weighs inside that range instead of layer_lines()'s one value. Its cost is not the
+    same at every size: the patched MPICH's Bcast cost 0.05 us over the interposer's at 8 B and
+    0.1-0.2 us at 1-2 KiB (2026-11-28), where the median alone let the plan take 1-2 KiB to
+    libshaddr, measured 1.6x slower there than release_gather."""
+    return [f"point.{who}.{coll}=" + " ".join(f"{s}:{d:.3f}@{ranks}" for s, d in diffs)
+            for coll, diffs in layer_diffs(docs, base_docs).items() if len(diffs) >= 2]
+
+
+def layer_lines(who, docs, base_docs, ranks):
+    """A fixed cost per collective, for the sizes beyond those measured (layer_point_lines()):
+    the median over the sizes of layer_diffs()."""
+    out = []
+    for coll, pts in layer_diffs(docs, base_docs).items():
+        diffs = sorted(d for _, d in pts)
+        if diffs:
+            alpha = diffs[len(diffs) // 2]
             out.append(f"model.{who}.{coll}={alpha:.3f}/1000000.000@{ranks}")
     return out
 
@@ -368,11 +394,14 @@ def point_lines(who, docs, ranks):
 
 
 def all_point_lines(m, ranks):
-    """Every side measured with shaddr-bench: libshaddr's paths (not `patch`, a fixed cost
-    over the slots) and the fallbacks."""
+    """Every side measured with shaddr-bench: libshaddr's paths, the `patch` layer's cost over
+    the slots at each size, and the fallbacks."""
     out = []
     for who in m["libs"]:
-        if who != "patch" and m["libdocs"][who]:
+        if who == "patch":
+            if m["libdocs"][who] and m["libdocs"].get("slots"):
+                out += layer_point_lines(who, m["libdocs"][who], m["libdocs"]["slots"], ranks)
+        elif m["libdocs"][who]:
             out += point_lines(who, m["libdocs"][who], ranks)
     for who in m["benches"]:
         if m["docs"][who]:

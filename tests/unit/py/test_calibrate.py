@@ -52,12 +52,28 @@ def test_the_file_holds_points_and_lines_for_every_side_measured():
     assert lines["model.mpich-posix.barrier"].startswith("1.000/")
     assert "point.slots.bcast" in lines
     assert "point.cma.pingpong" not in lines  # not a collective of the model
-    assert not any(k.startswith("point.patch.") for k in lines)  # a fixed cost, no curve
+    # The patch layer's cost at each size (0.5 us everywhere here), and its median beyond.
+    assert lines["point.patch.bcast"].split()[0] == f"{synth.SIZES[0]}:0.500@2"
     # The fitted lines beside them, the Gather from shaddr-tune, the patch layer's cost.
     assert "model.cma.bcast" in lines and "model.mpich-posix.bcast" in lines
     assert lines["model.cma.gather"] == "1.000/10.000@2"
     assert lines["model.patch.bcast"].startswith("0.500/")
     assert state.startswith("fast")
+
+
+def test_the_patch_layer_is_weighed_at_each_size_measured():
+    # The layer costs 0.1 us at every size but one, where it costs 0.7: the plan must weigh
+    # 0.7 there (its median, 0.1, only beyond the sizes measured), and never less than nothing.
+    big = synth.SIZES[len(synth.SIZES) // 2]
+    m = measurement()
+    m["libdocs"]["patch"] = [synth.bench_doc(lambda c, s: 2.7 if s == big else
+                                             1.5 if s == synth.SIZES[-1] else 2.1)]
+    lines = parse(model.calibration_text(m, 2, "key1", BUILDS, 0.0, "cmd")[0])
+    assert lines["model.patch.reduce"].startswith("0.100/")
+    got = dict(it.split("@")[0].split(":") for it in lines["point.patch.reduce"].split())
+    assert float(got[str(big)]) == pytest.approx(0.7)
+    assert float(got[str(synth.SIZES[0])]) == pytest.approx(0.1)
+    assert float(got[str(synth.SIZES[-1])]) == pytest.approx(model.LAYER_FLOOR_US)
 
 
 def test_points_need_two_sizes():
