@@ -144,8 +144,10 @@ std::string machine_key() {
 }
 
 // `<bytes>:<us>[@<ranks>] ...` (or `-`) into @curve's points; @bad(what) makes the error.
+// @times: the points are a path's times (not a layer's cost, which can be higher at a small
+// size than at a larger one).
 template <typename Bad>
-int parse_points(std::string_view rest, CostCurve *curve, Bad &&bad) {
+int parse_points(std::string_view rest, CostCurve *curve, bool times, Bad &&bad) {
   std::vector<CostPoint> pts;
   int ranks = 2;
   if (rest != "-") {
@@ -177,7 +179,8 @@ int parse_points(std::string_view rest, CostCurve *curve, Bad &&bad) {
     if (pts.size() < 2) return bad("fewer than two points");
     // A call of a path is not slower than a larger one of the same path: a point above a later
     // one is noise (the first size also pays the warm-up), which would flip the plan there.
-    for (size_t i = pts.size() - 1; i-- > 0;) pts[i].us = std::min(pts[i].us, pts[i + 1].us);
+    if (times)
+      for (size_t i = pts.size() - 1; i-- > 0;) pts[i].us = std::min(pts[i].us, pts[i + 1].us);
   }
   curve->points = std::move(pts);
   curve->points_ranks = ranks;
@@ -250,7 +253,7 @@ int CostModel::parse_line(const std::string &raw, std::string *why, const char *
   std::string_view rest = line.substr(eq + 1);
   if (is_point) {
     curves_[who][coll].points_file = file_;
-    return parse_points(rest, &curves_[who][coll], bad);
+    return parse_points(rest, &curves_[who][coll], who != static_cast<int>(Who::kPatch), bad);
   }
   CostCurve curve{};
   if (curves_[who][coll].points_file == file_) {

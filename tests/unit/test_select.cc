@@ -151,6 +151,28 @@ TEST(Select, ThePatchedMpichsLayersCountAgainstLibshaddrThere) {
             0);
 }
 
+// The calibration writes the layer's cost at each size it measured (`point.patch`): inside
+// that range the plan weighs the point there, beyond it the `model.patch` line.
+TEST(Select, ThePatchedMpichsLayersAreWeighedSizeBySize) {
+  TextFile tf(
+      "model.slots.bcast=0.2/1000000\n"
+      "model.mpich-posix.bcast=0.3/1000000\n"
+      "model.patch.bcast=0.05/1000000\n"
+      "point.patch.bcast=8:0.05@2 1024:0.3@2 8192:0.05@2\n");
+  EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
+              auto small = ask(c, SHADDR_COLL_BCAST, 8, SHADDR_FALLBACK_MPICH_POSIX);
+              if (small.algo != SHADDR_ALGO_SLOTS) return 1;
+              if (std::abs(small.shaddr_us - 0.25) > 1e-4) return 2;
+              auto costly = ask(c, SHADDR_COLL_BCAST, 1024, SHADDR_FALLBACK_MPICH_POSIX);
+              if (costly.algo != SHADDR_ALGO_FALLBACK) return 3;  // 0.5 us against 0.3
+              if (std::abs(costly.shaddr_us - 0.5) > 1e-4) return 4;
+              auto beyond = ask(c, SHADDR_COLL_BCAST, 12000, SHADDR_FALLBACK_MPICH_POSIX);
+              if (std::abs(beyond.shaddr_us - 0.25) > 1e-4) return 5;
+              return 0;
+            }),
+            0);
+}
+
 TEST(Select, ReductionsTheLibraryCannotDoFallBack) {
   TextFile tf("");
   EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
