@@ -131,6 +131,11 @@ TEST(Select, WeighsLibshaddrAgainstTheFallback) {
             0);
 }
 
+// Whether @s ran @algo with libshaddr's estimate @us (within the model's bandwidth terms).
+bool chose(const shaddr_selection &s, shaddr_algo algo, double us) {
+  return s.algo == algo && std::abs(s.shaddr_us - us) < 1e-4;
+}
+
 // The patched MPICH's layers around a libshaddr call (`patch` lines) count against libshaddr
 // where the fallback is its release_gather (mpich-posix), and only there.
 TEST(Select, ThePatchedMpichsLayersCountAgainstLibshaddrThere) {
@@ -140,12 +145,12 @@ TEST(Select, ThePatchedMpichsLayersCountAgainstLibshaddrThere) {
       "model.mpich.reduce=0.3/1000000\n"
       "model.patch.reduce=0.2/1000000\n");
   EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
-              auto in_patch = ask(c, SHADDR_COLL_REDUCE, 64, SHADDR_FALLBACK_MPICH_POSIX);
-              if (in_patch.algo != SHADDR_ALGO_FALLBACK) return 1;
-              if (std::abs(in_patch.shaddr_us - 0.4) > 1e-6) return 2;
-              auto interposed = ask(c, SHADDR_COLL_REDUCE, 64, SHADDR_FALLBACK_MPICH);
-              if (interposed.algo != SHADDR_ALGO_SLOTS) return 3;
-              if (std::abs(interposed.shaddr_us - 0.2) > 1e-6) return 4;
+              if (!chose(ask(c, SHADDR_COLL_REDUCE, 64, SHADDR_FALLBACK_MPICH_POSIX),
+                         SHADDR_ALGO_FALLBACK, 0.4))
+                return 1;
+              if (!chose(ask(c, SHADDR_COLL_REDUCE, 64, SHADDR_FALLBACK_MPICH), SHADDR_ALGO_SLOTS,
+                         0.2))
+                return 2;
               return 0;
             }),
             0);
@@ -160,14 +165,14 @@ TEST(Select, ThePatchedMpichsLayersAreWeighedSizeBySize) {
       "model.patch.bcast=0.05/1000000\n"
       "point.patch.bcast=8:0.05@2 1024:0.3@2 8192:0.05@2\n");
   EXPECT_EQ(with_model(tf.path, [](shaddr_comm_t *c, int) {
-              auto small = ask(c, SHADDR_COLL_BCAST, 8, SHADDR_FALLBACK_MPICH_POSIX);
-              if (small.algo != SHADDR_ALGO_SLOTS) return 1;
-              if (std::abs(small.shaddr_us - 0.25) > 1e-4) return 2;
-              auto costly = ask(c, SHADDR_COLL_BCAST, 1024, SHADDR_FALLBACK_MPICH_POSIX);
-              if (costly.algo != SHADDR_ALGO_FALLBACK) return 3;  // 0.5 us against 0.3
-              if (std::abs(costly.shaddr_us - 0.5) > 1e-4) return 4;
-              auto beyond = ask(c, SHADDR_COLL_BCAST, 12000, SHADDR_FALLBACK_MPICH_POSIX);
-              if (std::abs(beyond.shaddr_us - 0.25) > 1e-4) return 5;
+              const shaddr_fallback posix = SHADDR_FALLBACK_MPICH_POSIX;
+              if (!chose(ask(c, SHADDR_COLL_BCAST, 8, posix), SHADDR_ALGO_SLOTS, 0.25)) return 1;
+              // 0.2 + 0.3 us against the fallback's 0.3
+              if (!chose(ask(c, SHADDR_COLL_BCAST, 1024, posix), SHADDR_ALGO_FALLBACK, 0.5))
+                return 2;
+              // beyond the points: the model.patch line
+              if (std::abs(ask(c, SHADDR_COLL_BCAST, 12000, posix).shaddr_us - 0.25) > 1e-4)
+                return 3;
               return 0;
             }),
             0);
