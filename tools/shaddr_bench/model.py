@@ -134,11 +134,9 @@ def layer_lines(who, docs, base_docs, ranks):
     """A fixed cost per collective, for the sizes beyond those measured (layer_point_lines()):
     the median over the sizes of layer_diffs()."""
     out = []
-    for coll, pts in layer_diffs(docs, base_docs).items():
+    for coll, pts in layer_diffs(docs, base_docs).items():  # never an empty list
         diffs = sorted(d for _, d in pts)
-        if diffs:
-            alpha = diffs[len(diffs) // 2]
-            out.append(f"model.{who}.{coll}={alpha:.3f}/1000000.000@{ranks}")
+        out.append(f"model.{who}.{coll}={diffs[len(diffs) // 2]:.3f}/1000000.000@{ranks}")
     return out
 
 
