@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "error.h"
 #include "nodeblock.h"
 #include "select.h"
 #include "shaddr/coll.h"
@@ -204,6 +206,11 @@ class Comm {
   }
 
  private:
+  // The ledger's record marks (announce_call(), await_call()).
+  static constexpr uint64_t kCallWriting = uint64_t{1} << 63;
+  static constexpr uint64_t kCallForwardedMark = uint64_t{1} << 62;
+  static constexpr uint64_t kCallMarks = kCallWriting | kCallForwardedMark;
+
   Comm() = default;
   bool peer_alive(int peer);
   uint64_t announce_call(uint64_t token);  // writes this rank's ledger record, and rings
@@ -282,18 +289,270 @@ int Comm::visit(int peer, uint64_t addr, size_t len, size_t piece, Fn &&fn) {
   return 0;
 }
 
+// --- The protocol's code ---
+// Inline, so that an algorithm's warm path (coll_*.cc) compiles into its own file and calls
+// out only to the plan and the backend; comm.cc makes, tunes and frees node communicators.
+
+inline uint64_t Comm::begin() {
+  const uint64_t s = ++seq_;
+  block_->area(rank_).seq.store(s, std::memory_order_relaxed);
+  return s;
+}
+
+inline int Comm::post(uint64_t s, const void *const *bufs, const size_t *lens, int n) {
+  RankArea &a = block_->area(rank_);
+  int err = 0;
+  for (int i = 0; i < n; i++) {
+    uintptr_t remote = 0;
+    if (!err && lens[i]) err = injected_failure();
+    if (!err && lens[i]) err = backend_->expose(bufs[i], lens[i], &remote);
+    a.addr[i] = remote;
+    a.len[i] = lens[i];
+  }
+  a.posted.store(s, std::memory_order_release);
+  ring_mine();
+  return err;
+}
+
+inline int Comm::expose_at(int i, const void *buf, size_t len) {
+  RankArea &a = block_->area(rank_);
+  uintptr_t remote = 0;
+  int err = len ? injected_failure() : 0;
+  if (!err && len) err = backend_->expose(buf, len, &remote);
+  a.addr[i] = remote;
+  a.len[i] = len;
+  return err;
+}
+
+inline void Comm::post_stage(uint64_t s, unsigned k) {
+  block_->area(rank_).stage.store(s << 8 | k, std::memory_order_release);
+  ring_mine();
+}
+
+inline int Comm::wait_posted(int peer, uint64_t s) {
+  const RankArea &a = block_->area(peer);
+  return wait_until(peer, [&] { return a.posted.load(std::memory_order_acquire) >= s; });
+}
+
+inline int Comm::wait_stage(int peer, uint64_t s, unsigned k) {
+  const RankArea &a = block_->area(peer);
+  const uint64_t want = s << 8 | k;
+  return wait_until(peer, [&] { return a.stage.load(std::memory_order_acquire) >= want; });
+}
+
+inline int Comm::finish(uint64_t s, int status) {
+  RankArea &mine = block_->area(rank_);
+  mine.status[s & 1].store(status, std::memory_order_relaxed);
+  mine.arrive.store(s, std::memory_order_release);
+  ring_mine();
+  int result = 0;
+  for (int r = 0; r < size_; r++) {
+    const RankArea &a = block_->area(r);
+    if (int err = wait_until(r, [&] { return a.arrive.load(std::memory_order_acquire) >= s; }))
+      return err;
+    // status[s & 1] of rank r is rewritten only at its closing barrier of s + 2, which needs
+    // this rank's arrival at s + 1: it is stable here.
+    const int st = static_cast<int>(a.status[s & 1].load(std::memory_order_relaxed));
+    if (!result && st) result = st;
+  }
+  backend_->end_exposures();
+  return result;
+}
+
+// The ledger's `call` is a sequence lock: while a rank rewrites its token it marks `call` with
+// kCallWriting (keeping the previous call's number), so a reader that saw call k and then the
+// same value again read k's token. A forwarded call is one store, k with kCallForwardedMark,
+// and leaves `token` alone: the mark is its token. A rank's `agreed` is stored before its next
+// record starts.
+inline uint64_t Comm::announce_call(uint64_t token) {
+  CallLedger &mine = block_->ledger(rank_);
+  const uint64_t k = ++call_seq_;
+  mine.call.store((k - 1) | kCallWriting, std::memory_order_release);
+  // Release: a reader that sees the new token sees the writing mark before it.
+  mine.token.store(token, std::memory_order_release);
+  mine.call.store(k, std::memory_order_release);
+  ring_mine();
+  return k;
+}
+
+// Every short call the caller's plan forwards comes here, so its record does without ring()'s
+// full barrier: that barrier waits for the stores still in flight, the MPI's own stores to
+// other cores among them, and cost such a call ~30 ns (Open MPI's 8-byte Bcast: 0.08 us). Only
+// a rank whose call differs waits for this record (an erroneous program, or a rank that could
+// not prepare its buffers): it is rung if it is seen asleep; one that lies down at this very
+// moment sleeps its bounded sleep (SHADDR_WAIT_SLEEP_MAX, or the MPI's progress interval) and
+// then sees the record.
+inline void Comm::forward_call() {
+  if (pending_call_) settle_call();  // a collective that never ran: its call is over
+  block_->ledger(rank_).call.store(++call_seq_ | kCallForwardedMark, std::memory_order_release);
+  if (block_->bell(rank_).sleepers.load(std::memory_order_relaxed)) ring_mine();
+}
+
+inline void Comm::announce_pending(uint64_t token) {
+  if (pending_call_) settle_call();
+  pending_token_ = token;
+  pending_call_ = announce_call(token);
+}
+
+inline int Comm::settle_call() {
+  if (!pending_call_) return 0;
+  const uint64_t k = pending_call_;
+  pending_call_ = 0;
+  const int err = size_ == 1 ? 0 : await_call(k, pending_token_);
+  if (err == -EXDEV)
+    return fail(err, "a peer made this call with other arguments or ran it elsewhere");
+  return err ? fail(err, "the call's agreement: a peer died") : 0;
+}
+
+inline int Comm::await_call(uint64_t k, uint64_t token) {
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_) continue;
+    const CallLedger &l = block_->ledger(r);
+    uint64_t theirs = kCallForwarded;
+    if (int err = wait_until(r, [&] {
+          const uint64_t c = l.call.load(std::memory_order_acquire);
+          const uint64_t done = c & ~kCallMarks;  // the last call it recorded whole
+          if (c == (k | kCallForwardedMark)) {
+            theirs = kCallForwarded;
+            return true;
+          }
+          if (c == k) {
+            theirs = l.token.load(std::memory_order_acquire);
+            if (l.call.load(std::memory_order_relaxed) == k) return true;
+          } else if (done < k) {
+            return false;
+          }
+          // Past k: it saw every token of k equal to its own (so to this rank's), or it did not.
+          theirs = l.agreed.load(std::memory_order_acquire) == k ? token : kCallForwarded;
+          return true;
+        }))
+      return err;
+    if (theirs != token) return -EXDEV;
+  }
+  block_->ledger(rank_).agreed.store(k, std::memory_order_release);
+  return 0;
+}
+
+// Rank r is done with round x once it closed a round >= x (slot_read), or published round
+// x + 1: a rank publishes a round only after it has read what it reads of the rounds before.
+// So a rank that writes its slot in a round does not close it (no store, no ring): the
+// Allreduce never closes, and reading a peer's slot of round j tells that it is done with j-1.
+inline bool Comm::peer_done_with(int r, uint64_t round) {
+  if (slot_closed_[r] >= round) return true;
+  const uint64_t read = block_->area(r).slot_read.load(std::memory_order_acquire);
+  const uint64_t published =
+      block_->slot_header(r, round + 1).round.load(std::memory_order_acquire);
+  const uint64_t seen = std::max(read, published ? published - 1 : 0);
+  if (seen > slot_closed_[r]) slot_closed_[r] = seen;
+  return seen >= round;
+}
+
+inline int Comm::slot_open(uint64_t *j) {
+  const uint64_t next = slot_seq_ + 1;
+  const uint64_t need = next > kSlotRounds ? next - kSlotRounds : 0;
+  if (pending_call_) {
+    // Open before settling only where nothing is waited for: a peer that forwarded this call
+    // may never take part in round `need` again.
+    bool ready = true;
+    for (int r = 0; r < size_ && ready && need; r++)
+      ready = r == rank_ || peer_done_with(r, need);
+    if (!ready) {
+      if (int err = settle_call()) return err;
+    } else {
+      spec_round_ = next;
+      spec_prev_round_ = block_->slot_header(rank_, next).round.load(std::memory_order_relaxed);
+      spec_prev_published_ = slot_published_;
+    }
+  }
+  *j = ++slot_seq_;
+  if (!need) return 0;
+  for (int r = 0; r < size_; r++) {
+    if (r == rank_) continue;
+    if (int err = wait_until(r, [&] { return peer_done_with(r, need); })) return err;
+  }
+  return 0;
+}
+
+inline int Comm::slot_settle(uint64_t j) {
+  if (spec_round_ != j) return 0;  // settled before the round was opened, or nothing pending
+  spec_round_ = 0;
+  const int err = settle_call();
+  if (err == -EXDEV) {
+    if (slot_published_ == j) {
+      block_->slot_header(rank_, j).round.store(spec_prev_round_, std::memory_order_release);
+      slot_published_ = spec_prev_published_;
+    }
+    slot_seq_ = j - 1;
+  }
+  return err;
+}
+
+inline void Comm::slot_publish(uint64_t j, uint64_t meta) {
+  SlotHeader &h = block_->slot_header(rank_, j);
+  h.meta = meta;
+  h.round.store(j, std::memory_order_release);
+  slot_published_ = j;
+  ring_pending_ = true;  // rung before this rank waits long or returns (ring_if_pending())
+}
+
+inline int Comm::slot_wait(int r, uint64_t j) {
+  const SlotHeader &h = block_->slot_header(r, j);
+  // Not rewritten with a later round before this rank is done with round j.
+  if (int err = wait_until(r, [&] { return h.round.load(std::memory_order_acquire) >= j; }))
+    return err;
+  if (slot_closed_[r] < j - 1) slot_closed_[r] = j - 1;
+  return 0;
+}
+
+inline void Comm::slot_close(uint64_t j) {
+  if (slot_published_ == j) return;  // the next round's publication or close says it
+  block_->area(rank_).slot_read.store(j, std::memory_order_release);
+  ring_mine();
+}
+
+inline int Comm::copy_from(int peer, uint64_t addr, void *dst, size_t len) {
+  char *d = static_cast<char *>(dst);
+  for (size_t off = 0; off < len; off += tuning_.chunk) {
+    const size_t n = len - off < tuning_.chunk ? len - off : tuning_.chunk;
+    if (int err = injected_failure()) return err;
+    if (int err = backend_->read(peer, addr + off, d + off, n)) return err;
+  }
+  return 0;
+}
+
+inline void *Comm::scratch(int which, size_t bytes) {
+  std::vector<char> &v = scratch_[which & 1];
+  if (v.size() < bytes) v.resize(bytes);
+  return v.data();
+}
+
 // The C handle is the Comm itself.
 inline Comm *from_handle(shaddr_comm_t *c) { return reinterpret_cast<Comm *>(c); }
 inline const Comm *from_handle(const shaddr_comm_t *c) {
   return reinterpret_cast<const Comm *>(c);
 }
 
-// Common argument checks of the C entry points; each returns 0 or a negative errno and records
-// the reason.
-int check_comm(const shaddr_comm_t *c);
-int check_root(const Comm &c, int root);
 // No buffer can be larger than the user address space (128 TiB on x86-64 with 4-level tables).
 constexpr size_t kMaxBytes = size_t(1) << 47;
-int check_buf(const void *buf, size_t bytes, const char *what);
+
+// Common argument checks of the C entry points; each returns 0 or a negative errno and records
+// the reason.
+inline int check_comm(const shaddr_comm_t *c) {
+  return c ? 0 : fail(-EINVAL, "NULL communicator");
+}
+
+inline int check_root(const Comm &c, int root) {
+  if (root < 0 || root >= c.size())
+    return fail(-EINVAL, "root " + std::to_string(root) + " is not a rank of this " +
+                             std::to_string(c.size()) + "-rank communicator");
+  return 0;
+}
+
+inline int check_buf(const void *buf, size_t bytes, const char *what) {
+  if (!buf && bytes) return fail(-EFAULT, std::string("NULL ") + what);
+  if (bytes > kMaxBytes)
+    return fail(-EOVERFLOW, std::string(what) + " larger than any address space");
+  return 0;
+}
 
 }  // namespace shaddr

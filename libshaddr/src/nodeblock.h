@@ -42,7 +42,8 @@ static_assert(sizeof(RankArea) == 128);
 // The call ledger: before every collective call on a communicator whose calls can go either to
 // libshaddr or to the MPI, each rank records here which call it is (`call`, counted alike on
 // every rank) and what it is (`token`: a digest of the arguments MPI requires to be equal on
-// every rank; a call run elsewhere is marked in `call` instead, comm.cc). A rank that runs the call in libshaddr waits for every peer's
+// every rank; a call run elsewhere is marked in `call` instead, comm.h). A rank that runs the
+// call in libshaddr waits for every peer's
 // record of it (Comm::agree_call, or Comm::settle_call after a slot round's own publication)
 // before it reads a peer's data or writes its output, so no rank waits in a libshaddr algorithm
 // that a peer will not join, and a count mismatch is found before anyone copies. `agreed` is

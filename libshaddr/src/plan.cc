@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The plan: building it from the collectives' rules (coll_rules.h), the user's SHADDR_MIN
-// settings and the cost model (select.h), looking a call up in it, and its C entry points.
+// settings and the cost model (select.h), looking a call up in it, and its C entry points,
+// with those of the call ledger that keeps every rank's calls in step with it.
 #include "plan.h"
 
 #include <algorithm>
@@ -340,6 +341,29 @@ SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr
   std::memcpy(&c, &coll, sizeof(c));
   if (!plan || !plan->ranks || c < 0 || c >= SHADDR_COLL_COUNT) return nullptr;
   return &shaddr::plan_step(*plan, shaddr::plan_table(coll, flags), bytes);
+}
+
+// The call's record in the node's ledger: every rank runs the call the way the plan says,
+// with the same arguments, or every rank learns that one does not (comm.h, the ledger).
+SHADDR_API int shaddr_call_agree(shaddr_comm_t *comm, uint64_t token) {
+  // A forwarded call's record cannot fail and is on every short call's path: it leaves the
+  // thread's last error alone (a thread-local access) and goes first.
+  if (comm && token == shaddr::kCallForwarded) {
+    shaddr::from_handle(comm)->forward_call();
+    return 0;
+  }
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  return shaddr::from_handle(comm)->agree_call(token);
+}
+
+SHADDR_API int shaddr_call_announce(shaddr_comm_t *comm, uint64_t token) {
+  shaddr::clear_error();
+  if (int err = shaddr::check_comm(comm)) return err;
+  if (token == shaddr::kCallForwarded)
+    return shaddr::fail(-EINVAL, "shaddr_call_announce: SHADDR_CALL_FORWARDED is shaddr_call_agree's");
+  shaddr::from_handle(comm)->announce_pending(token);
+  return 0;
 }
 
 SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len) {

@@ -12,19 +12,6 @@ RegCache::~RegCache() {
   for (auto &[k, e] : index_) unmap_(e.key, e.base, e.len, e.local);
 }
 
-RegCache::Index::iterator RegCache::find_covering(uint64_t key, uintptr_t addr, size_t len) {
-  // Candidates start in (addr - max_len_, addr]; the first that covers the end wins.
-  auto it = index_.upper_bound({key, addr, UINT64_MAX});
-  const uintptr_t lowest = addr >= max_len_ ? addr - max_len_ : 0;
-  while (it != index_.begin()) {
-    --it;
-    const Entry &e = it->second;
-    if (e.key != key || e.base < lowest) break;
-    if (!e.stale && e.base + e.len >= addr + len) return it;
-  }
-  return index_.end();
-}
-
 void RegCache::drop(Index::iterator it) {
   Entry &e = it->second;
   unmap_(e.key, e.base, e.len, e.local);
@@ -46,19 +33,7 @@ bool RegCache::evict_one() {
   return true;
 }
 
-int RegCache::acquire(uint64_t key, uintptr_t addr, size_t len, Ref *out) {
-  if (!out || len == 0 || addr + len < addr) return -EINVAL;
-  auto it = find_covering(key, addr, len);
-  if (it != index_.end()) {
-    Entry &e = it->second;
-    e.holds++;
-    e.last_use = ++tick_;
-    stats_.hits++;
-    out->ptr = static_cast<char *>(e.local) + (addr - e.base);
-    out->entry = e.id;
-    return 0;
-  }
-
+int RegCache::acquire_new(uint64_t key, uintptr_t addr, size_t len, Ref *out) {
   stats_.misses++;
   const uintptr_t g = limits_.granularity;
   const uintptr_t base = addr & ~(g - 1);
@@ -94,13 +69,6 @@ int RegCache::acquire(uint64_t key, uintptr_t addr, size_t len, Ref *out) {
   out->ptr = static_cast<char *>(local) + (addr - base);
   out->entry = id;
   return 0;
-}
-
-void RegCache::release(const Ref &ref) {
-  auto id = by_id_.find(ref.entry);
-  if (id == by_id_.end()) return;
-  Entry &e = id->second->second;
-  if (e.holds && --e.holds == 0 && e.stale) drop(id->second);
 }
 
 size_t RegCache::invalidate(uint64_t key, uintptr_t addr, size_t len) {

@@ -17,6 +17,7 @@
 // Not thread-safe: one cache per peer, used by the rank's collective thread.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -61,8 +62,25 @@ class RegCache {
 
   // Returns 0 and a held Ref for [addr, addr + len) of key, or -EINVAL (len 0, overflow),
   // -ENOSPC (every entry in use), or the backend's error.
-  int acquire(uint64_t key, uintptr_t addr, size_t len, Ref *out);
-  void release(const Ref &ref);
+  // Inline, with the search for a covering entry: a warm transfer's hit costs no call.
+  int acquire(uint64_t key, uintptr_t addr, size_t len, Ref *out) {
+    if (!out || len == 0 || addr + len < addr) return -EINVAL;
+    auto it = find_covering(key, addr, len);
+    if (it == index_.end()) return acquire_new(key, addr, len, out);
+    Entry &e = it->second;
+    e.holds++;
+    e.last_use = ++tick_;
+    stats_.hits++;
+    out->ptr = static_cast<char *>(e.local) + (addr - e.base);
+    out->entry = e.id;
+    return 0;
+  }
+  void release(const Ref &ref) {
+    auto id = by_id_.find(ref.entry);
+    if (id == by_id_.end()) return;
+    Entry &e = id->second->second;
+    if (e.holds && --e.holds == 0 && e.stale) drop(id->second);
+  }
 
   // Unmaps every unheld entry of key overlapping [addr, addr + len); held ones are unmapped
   // when released. Returns how many entries were dropped or marked.
@@ -83,7 +101,19 @@ class RegCache {
   };
   using Index = std::map<std::tuple<uint64_t, uintptr_t, uint64_t>, Entry>;  // (key, base, id)
 
-  Index::iterator find_covering(uint64_t key, uintptr_t addr, size_t len);
+  Index::iterator find_covering(uint64_t key, uintptr_t addr, size_t len) {
+    // Candidates start in (addr - max_len_, addr]; the first that covers the end wins.
+    auto it = index_.upper_bound({key, addr, UINT64_MAX});
+    const uintptr_t lowest = addr >= max_len_ ? addr - max_len_ : 0;
+    while (it != index_.begin()) {
+      --it;
+      const Entry &e = it->second;
+      if (e.key != key || e.base < lowest) break;
+      if (!e.stale && e.base + e.len >= addr + len) return it;
+    }
+    return index_.end();
+  }
+  int acquire_new(uint64_t key, uintptr_t addr, size_t len, Ref *out);  // a miss: maps
   bool evict_one();
   void drop(Index::iterator it);
 

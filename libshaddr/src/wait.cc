@@ -77,13 +77,7 @@ int64_t monotonic_ns() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-void ring(Bell &b) {
-  // The store that ends the wait must be visible before the sleeper count is read (the
-  // waiter's side: fetch_add, then its condition), or both could miss each other. A
-  // read-modify-write of the count does it: either it comes after the waiter's increment and
-  // sees it, or the waiter's increment reads from it and then sees the store. (Not a fence:
-  // ThreadSanitizer does not model fences.)
-  if (b.sleepers.fetch_add(0, std::memory_order_seq_cst) == 0) return;
+void wake(Bell &b) {
   b.rings.fetch_add(1, std::memory_order_release);
   // Not FUTEX_PRIVATE_FLAG: the sleepers are other processes sharing the mapping.
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(&b.rings), FUTEX_WAKE, INT_MAX, nullptr,

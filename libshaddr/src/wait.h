@@ -48,9 +48,19 @@ struct alignas(128) Bell {
 };
 static_assert(sizeof(Bell) == 128);
 
+// Wakes b's sleepers (ring()'s system call).
+void wake(Bell &b);
+
 // After a store that may end someone's wait on b: wakes its sleepers (one atomic operation
 // when there are none).
-void ring(Bell &b);
+inline void ring(Bell &b) {
+  // The store that ends the wait must be visible before the sleeper count is read (the
+  // waiter's side: fetch_add, then its condition), or both could miss each other. A
+  // read-modify-write of the count does it: either it comes after the waiter's increment and
+  // sees it, or the waiter's increment reads from it and then sees the store. (Not a fence:
+  // ThreadSanitizer does not model fences.)
+  if (b.sleepers.fetch_add(0, std::memory_order_seq_cst) != 0) wake(b);
+}
 
 // Rounds of pausing before yielding, and of yielding before sleeping.
 struct WaitPolicy {
