@@ -1086,6 +1086,7 @@ TEST(CollApi, BadInput) {
   shaddr_comm_t *c = nullptr;
   EXPECT_EQ(shaddr_comm_create(&h, &c), -EINVAL);
   EXPECT_EQ(shaddr_comm_free(nullptr), 0);
+  EXPECT_STREQ(shaddr_last_error(), "");  // a call that succeeds clears the last failure's text
   EXPECT_EQ(shaddr_comm_rank(nullptr), -EINVAL);
   EXPECT_EQ(shaddr_comm_size(nullptr), -EINVAL);
   EXPECT_STREQ(shaddr_comm_backend(nullptr), "");
