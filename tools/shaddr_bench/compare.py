@@ -300,7 +300,8 @@ def confirm_losses(cs, res, bench, args, out_dir):
         return {"points": []}
     say(f"confirmation: {len(targets)} points lost (beyond the noise to the same MPI with shaddr "
         "off, or to the best stock contender), measured again "
-        f"({args.confirm_reps} times each side, alternating, at most {args.confirm_budget} s)")
+        f"({args.confirm_reps} times each side, alternating, up to {confirm.MAX_REPS} while "
+        f"still lost, at most {args.confirm_budget} s)")
     runs = [0]
     os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
 
@@ -873,7 +874,8 @@ def main():
     ap.add_argument("--confirm-reps", type=int, default=confirm.REPS,
                     help="reruns per side of each point that a judged contender lost beyond the "
                          "noise to the same MPI with shaddr off, alternating the two; the Goals "
-                         f"judge by the best of each side (default {confirm.REPS}; 0: none)")
+                         f"judge by the best of each side (default {confirm.REPS}, and up to "
+                         f"{confirm.MAX_REPS} for a point still lost; 0: none)")
     ap.add_argument("--confirm-budget", type=int, default=confirm.BUDGET_S,
                     help=f"seconds for those reruns (default {confirm.BUDGET_S})")
     ap.add_argument("--comm-cost-reps", type=int,

@@ -124,3 +124,47 @@ def test_one_contender_against_two_partners_keeps_its_points_apart():
     pts = {(p["contender"], p["off"]): p for p in out["points"]}
     assert pts[(ip, om)]["off_us"] == [2.0] and pts[(ip, OFF)]["off_us"] == [3.0]
     assert pts[(ip, om)]["default_us"] == pts[(ip, OFF)]["default_us"] == [1.0]
+
+
+def test_a_point_still_lost_gets_more_reruns_on_both_sides_and_a_won_one_none():
+    # 1 KiB: the contender slower in every launch (stays undecided to max_reps); 4 KiB: won
+    # after the first reps (no further runs); the further runs ask for 1 KiB only.
+    bench = Bench(lambda name, c, s: (3.0 if s == 1024 else 1.0) if name == A else 2.0)
+    out = confirm.run([(A, OFF, "bcast", 1024), (A, OFF, "bcast", 4096)], bench, reps=2,
+                      budget=100, max_reps=5)
+    pts = {p["bytes"]: p for p in out["points"]}
+    assert len(pts[1024]["default_us"]) == len(pts[1024]["off_us"]) == 5
+    assert len(pts[4096]["default_us"]) == len(pts[4096]["off_us"]) == 2
+    assert bench.calls[4:] == [(A, "bcast", "1024:1024"), (OFF, "bcast", "1024:1024"),
+                               (OFF, "bcast", "1024:1024"), (A, "bcast", "1024:1024"),
+                               (A, "bcast", "1024:1024"), (OFF, "bcast", "1024:1024")]
+    assert out["max_reps"] == 5 and "gave_up" not in out
+
+
+def test_further_reruns_stop_when_the_contender_wins_once():
+    n = {A: 0}
+
+    def times(name, c, s):
+        if name != A:
+            return 2.0
+        n[A] += 1
+        return 1.5 if n[A] == 4 else 3.0  # the fourth launch is the contender's fast state
+    bench = Bench(times)
+    out = confirm.run([(A, OFF, "reduce", 64)], bench, reps=2, budget=100, max_reps=10)
+    p = out["points"][0]
+    assert len(p["default_us"]) == len(p["off_us"]) == 4 and min(p["default_us"]) == 1.5
+
+
+def test_the_budget_ends_further_reruns_between_pairs_not_inside_one():
+    now = [0.0]
+
+    def times(name, coll, s):
+        now[0] += 40
+        return 3.0 if name == A else 1.0
+    out = confirm.run([(A, OFF, "bcast", 8)], Bench(times), reps=1, budget=100,
+                      clock=lambda: now[0], max_reps=10)
+    p = out["points"][0]
+    # pairs started at 0 and 80 s; at 160 s the budget is spent
+    assert len(p["default_us"]) == len(p["off_us"]) == 2
+    assert out["gave_up"] == ("stopped in further repetition 3 of at most 10; every point has "
+                              "a rerun on both sides")
