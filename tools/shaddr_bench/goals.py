@@ -95,18 +95,20 @@ def reconfirm(res, coll, sh, st, s, confirmation):
     """A point where the best default (@sh: {bytes: (name, us)}) lost to the best stock
     contender (@st) in the main passes, measured again by the confirmation pass (every default
     it re-measured there against that stock contender): (ratio stock / default of the best
-    rerun of each side, the fastest default's reruns and the stock contender's, still a loss:
-    the ratio below excused_down_to() of that default), or None when not re-measured on both
-    sides."""
+    rerun of each side, of the default that came closest, reruns per side, still a loss: the
+    ratio below excused_down_to() of that default), or None when not re-measured on both
+    sides. Each default is judged by its own reruns against the stock contender's that
+    alternated with them, the same number: the stock side's reruns of every default pooled
+    against one default's would be the best of more launches (a default the pass measured
+    further, because it stays slower, adds up to MAX_REPS of them)."""
     points = [p for d in DEFAULTS
               for p in [confirmation_points(confirmation, d, st[s][0]).get((coll, s))]
               if p and p.get("default_us") and p.get("off_us")]
     if not points:
         return None
-    best = min(points, key=lambda p: min(p["default_us"]))
-    stock_us = [t for p in points for t in p["off_us"]]
-    r = min(stock_us) / min(best["default_us"])
-    return (r, (len(best["default_us"]), len(stock_us)),
+    r, best = max(((min(p["off_us"]) / min(p["default_us"]), p) for p in points),
+                  key=lambda x: x[0])
+    return (r, (len(best["default_us"]), len(best["off_us"])),
             r < excused_down_to(res, best["contender"]))
 
 
