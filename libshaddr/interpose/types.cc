@@ -195,6 +195,43 @@ namespace {
 MPI_Count chunk_elems(MPI_Count tsize) {
   return tsize > 0 ? (INT_MAX / 2) / tsize > 0 ? (INT_MAX / 2) / tsize : 1 : INT_MAX;
 }
+
+// The user-side buffer of one PMPI_Pack/PMPI_Unpack call: @n elements of @t from @user +
+// @offset. MPI_BOTTOM (a null @user, the type's displacements absolute) is legal there, but
+// MPICH 4.0.2 refuses a null buffer ("Null pointer in parameter outbuf"): the same bytes are
+// then one element of a struct holding the n elements at offset - true_lb, from the data's
+// first byte (true_lb, an address) as the buffer.
+class PackSide {
+ public:
+  int init(const char *user, MPI_Count offset, MPI_Count n, MPI_Datatype t) {
+    count_ = static_cast<int>(n);
+    type_ = t;
+    buf_ = at(user, offset);
+    if (user) return MPI_SUCCESS;
+    MPI_Count lb, extent;
+    if (int rc = PMPI_Type_get_true_extent_x(t, &lb, &extent)) return rc;
+    const int len = count_;
+    const MPI_Aint disp = static_cast<MPI_Aint>(offset - lb);
+    if (int rc = PMPI_Type_create_struct(1, &len, &disp, &t, &rebased_)) return rc;
+    if (int rc = PMPI_Type_commit(&rebased_)) return rc;
+    buf_ = at(nullptr, lb);
+    count_ = 1;
+    type_ = rebased_;
+    return MPI_SUCCESS;
+  }
+  ~PackSide() {
+    if (rebased_ != MPI_DATATYPE_NULL) PMPI_Type_free(&rebased_);
+  }
+  char *buf() const { return buf_; }
+  int count() const { return count_; }
+  MPI_Datatype type() const { return type_; }
+
+ private:
+  char *buf_ = nullptr;
+  int count_ = 0;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  MPI_Datatype rebased_ = MPI_DATATYPE_NULL;
+};
 }  // namespace
 
 int pack(const char *user, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
@@ -202,8 +239,10 @@ int pack(const char *user, MPI_Count count, MPI_Datatype t, MPI_Count extent, MP
   const MPI_Count step = chunk_elems(tsize);
   for (MPI_Count i = 0; i < count; i += step) {
     const MPI_Count n = count - i < step ? count - i : step;
+    PackSide side;
+    if (int rc = side.init(user, i * extent, n, t)) return rc;
     int pos = 0;
-    int rc = PMPI_Pack(at(user, i * extent), static_cast<int>(n), t, dst + i * tsize,
+    int rc = PMPI_Pack(side.buf(), side.count(), side.type(), dst + i * tsize,
                        static_cast<int>(n * tsize), &pos, MPI_COMM_SELF);
     if (rc != MPI_SUCCESS || pos != n * tsize) return rc != MPI_SUCCESS ? rc : MPI_ERR_TYPE;
   }
@@ -215,9 +254,11 @@ int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, M
   const MPI_Count step = chunk_elems(tsize);
   for (MPI_Count i = 0; i < count; i += step) {
     const MPI_Count n = count - i < step ? count - i : step;
+    PackSide side;
+    if (int rc = side.init(user, i * extent, n, t)) return rc;
     int pos = 0;
-    int rc = PMPI_Unpack(src + i * tsize, static_cast<int>(n * tsize), &pos, at(user, i * extent),
-                         static_cast<int>(n), t, MPI_COMM_SELF);
+    int rc = PMPI_Unpack(src + i * tsize, static_cast<int>(n * tsize), &pos, side.buf(),
+                         side.count(), side.type(), MPI_COMM_SELF);
     if (rc != MPI_SUCCESS || pos != n * tsize) return rc != MPI_SUCCESS ? rc : MPI_ERR_TYPE;
   }
   return MPI_SUCCESS;
