@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * MPI_BOTTOM with absolute addresses on either side of every collective the interposer (or the
- * patched MPICH) accelerates: each rank describes its buffer with a struct type of absolute
- * addresses (MPI_Get_address), its blocks in shuffled order with holes between them, and passes
- * MPI_BOTTOM as the buffer; its peers use a plain contiguous buffer, or the same kind of type
- * (alternating by case). The type signature is the same on every rank (n ints), so the program
- * is correct MPI. Each result is checked element by element against the values the senders
- * put in, in type-map order, and the holes must keep their fill. Short (16 ints) and long
- * (256 Ki ints: libshaddr's single-copy paths) messages.
+ * MPI_BOTTOM with absolute addresses on either side of the data-moving collectives (Bcast,
+ * Gather, Scatter, Allgather, Alltoall): a side so described has its blocks of ints in a
+ * shuffled order with holes between them, named by a struct type of absolute addresses
+ * (MPI_Get_address), resized so that each rank's block is one element of it, and passes
+ * MPI_BOTTOM as the buffer; the other side of the same rank is a plain contiguous buffer.
+ * Which side uses MPI_BOTTOM alternates between ranks and rounds. The type signature is the
+ * same on every rank, so the program is correct MPI. Each result is checked element by
+ * element against the values the senders put in, in type-map order, and the holes must keep
+ * their fill. Short (16 ints) and long (256 Ki ints per block: libshaddr's single-copy paths)
+ * messages; the root moves every round.
  *
  *   bottom [--rounds N]     exit 0 when every check passed on every rank
  */
@@ -165,8 +167,8 @@ static void side_free(struct side *d)
 }
 
 /* The data-moving collectives: a reduction takes one datatype for both buffers of a rank, so
- * MPI_BOTTOM with absolute addresses leaves it only MPI_IN_PLACE (derived types in reductions
- * are type_fuzz's). */
+ * MPI_BOTTOM with absolute addresses leaves it only MPI_IN_PLACE, on a derived type, which not
+ * every MPI reduces (type_fuzz reduces predefined types). */
 enum coll { BCAST, GATHER, SCATTER, ALLGATHER, ALLTOALL, NCOLL };
 static const char *const names[NCOLL] = { "Bcast", "Gather", "Scatter", "Allgather", "Alltoall" };
 
