@@ -280,6 +280,13 @@ struct VView {
 
 bool bad_root(const State &s, int root) { return root < 0 || root >= s.size; }
 
+// A send buffer that is the receive buffer (not MPI_IN_PLACE) is erroneous, and both MPIs
+// report it where they check it (MPI_ERR_BUFFER). Such a rank forwards the call, so the MPI
+// decides; the ledger takes its peers along.
+bool aliased(const void *sendbuf, const void *recvbuf) {
+  return sendbuf != MPI_IN_PLACE && sendbuf == recvbuf;
+}
+
 // Whole-buffer byte counts the PMPI_* phases of the hierarchy move in one int.
 bool fits_int(size_t bytes) { return bytes <= static_cast<size_t>(INT_MAX); }
 
@@ -392,7 +399,8 @@ int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI
   shaddr_dtype dt;
   shaddr_op sop;
   size_t esize;
-  if (!s || count <= 0 || bad_root(*s, root) || !reducible(type, op, &dt, &sop, &esize) ||
+  if (!s || count <= 0 || bad_root(*s, root) || (s->rank == root && aliased(sendbuf, recvbuf)) ||
+      !reducible(type, op, &dt, &sop, &esize) ||
       small(*s, c, static_cast<size_t>(count) * esize))
     return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count) * esize;
@@ -428,7 +436,7 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   shaddr_dtype dt;
   shaddr_op sop;
   size_t esize;
-  if (!s || count <= 0 || !reducible(type, op, &dt, &sop, &esize) ||
+  if (!s || count <= 0 || aliased(sendbuf, recvbuf) || !reducible(type, op, &dt, &sop, &esize) ||
       small(*s, c, static_cast<size_t>(count) * esize,
             sendbuf == MPI_IN_PLACE ? SHADDR_PLAN_IN_PLACE : 0))
     return c.forward(mpi);
@@ -464,8 +472,9 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
   };
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
-  if (is_root ? small_by_size(*s, c, recvcount, recvtype)
-              : small_by_size(*s, c, sendcount, sendtype))
+  if ((is_root && aliased(sendbuf, recvbuf)) ||
+      (is_root ? small_by_size(*s, c, recvcount, recvtype)
+               : small_by_size(*s, c, sendcount, sendtype)))
     return c.forward(mpi);
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
@@ -507,7 +516,8 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   };
   // Non-roots do not know the others' counts: no size threshold here, and each transfer checks
   // the sender's count against the root's (a mismatch fails on every rank: PMPI_* reports it).
-  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi())
+  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi() ||
+      (s->rank == root && aliased(sendbuf, recvbuf)))
     return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
@@ -551,8 +561,9 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   };
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
-  if (is_root ? small_by_size(*s, c, sendcount, sendtype)
-              : small_by_size(*s, c, recvcount, recvtype))
+  if ((is_root && aliased(recvbuf, sendbuf)) ||
+      (is_root ? small_by_size(*s, c, sendcount, sendtype)
+               : small_by_size(*s, c, recvcount, recvtype)))
     return c.forward(mpi);
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
   TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
@@ -583,7 +594,8 @@ int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
     return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
                          root, comm);
   };
-  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi())
+  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi() ||
+      (s->rank == root && aliased(recvbuf, sendbuf)))
     return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
@@ -620,7 +632,8 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   auto mpi = [&] {
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  if (!s || small_by_size(*s, c, recvcount, recvtype)) return c.forward(mpi);
+  if (!s || aliased(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
+    return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
   if (!rti.ok) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -663,7 +676,7 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
                            comm);
   };
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || s->multi()) return c.forward(mpi);
+  if (!s || !rti.ok || s->multi() || aliased(sendbuf, recvbuf)) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
@@ -704,7 +717,8 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   auto mpi = [&] {
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  if (!s || small_by_size(*s, c, recvcount, recvtype)) return c.forward(mpi);
+  if (!s || aliased(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
+    return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
   if (!rti.ok) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -759,7 +773,8 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
   // Each rank knows only its own counts: each transfer checks them against the reader's (a
   // mismatch fails on every rank: PMPI_* reports it).
   TypeInfo rti = type_info(recvtype);
-  if (!s || settings().forward[c.which] || !rti.ok || s->multi()) return c.forward(mpi);
+  if (!s || settings().forward[c.which] || !rti.ok || s->multi() || aliased(sendbuf, recvbuf))
+    return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && !sti.ok) return c.forward(mpi);

@@ -868,6 +868,12 @@ static void mismatch_case(const char *name, int n)
 		} else if (!strcmp(name, "allreduce-counts-differ")) {
 			int cnt = odd ? small : n;
 			rc = MPI_Allreduce(S(cnt), R(cnt), cnt, MPI_INT, MPI_SUM, comm);
+		} else if (!strcmp(name, "allreduce-aliased")) {
+			/* the send buffer is the receive buffer, not MPI_IN_PLACE: on every rank */
+			rc = MPI_Allreduce(R(n), R(n), n, MPI_INT, MPI_SUM, comm);
+		} else if (!strcmp(name, "alltoall-aliased")) {
+			rc = MPI_Alltoall(R((size_t)n * size), n, MPI_INT, R((size_t)n * size), n, MPI_INT,
+					  comm);
 		}
 		MPI_Error_class(rc, &cls);
 		printf("mismatch %s n=%d rank %d%s: class %d\n", name, n, rank, call ? " again" : "",
@@ -888,7 +894,7 @@ static const char *const mismatch_names[] = {
 	"bcast-recv-smaller", "bcast-recv-larger", "bcast-smaller-type",
 	"scatter-root-recv-smaller", "scatter-recv-smaller", "gather-root-send-smaller",
 	"gather-send-larger", "allgather-send-smaller", "alltoall-one-rank-smaller",
-	"reduce-counts-differ", "allreduce-counts-differ",
+	"reduce-counts-differ", "allreduce-counts-differ", "allreduce-aliased", "alltoall-aliased",
 };
 
 /* In a comma-separated list? */
