@@ -232,8 +232,9 @@ struct VView {
   MPI_Datatype t = MPI_DATATYPE_NULL;
   std::vector<MPI_Count> counts, udispls;
 
-  void init(const void *buf, const int *cnt, const int *dsp, int n, MPI_Datatype type,
-            const TypeInfo &info) {
+  // MPI_ERR_BUFFER for data at address 0, as View::init().
+  int init(const void *buf, const int *cnt, const int *dsp, int n, MPI_Datatype type,
+           const TypeInfo &info) {
     user = static_cast<char *>(const_cast<void *>(buf));
     ti = info;
     t = type;
@@ -249,12 +250,14 @@ struct VView {
       displs[i] = packed ? total : static_cast<size_t>(udispls[i] * ti.extent);
       total += bytes[i];
     }
+    if (total && !at(user, ti.true_lb)) return MPI_ERR_BUFFER;
     if (packed) {
       tmp.resize(total ? total : 1);
       base = tmp.data();
     } else {
       base = at(user, ti.true_lb);
     }
+    return MPI_SUCCESS;
   }
   int pack_block(int i) {
     if (!packed || !bytes[i]) return MPI_SUCCESS;
@@ -280,11 +283,25 @@ struct VView {
 
 bool bad_root(const State &s, int root) { return root < 0 || root >= s.size; }
 
-// A send buffer that is the receive buffer (not MPI_IN_PLACE) is erroneous, and both MPIs
-// report it where they check it (MPI_ERR_BUFFER). Such a rank forwards the call, so the MPI
-// decides; the ledger takes its peers along.
-bool aliased(const void *sendbuf, const void *recvbuf) {
-  return sendbuf != MPI_IN_PLACE && sendbuf == recvbuf;
+// Buffers the MPI rejects: MPI_IN_PLACE anywhere but in @own, the buffer of this rank's own
+// block (the send buffer; a Scatter root's receive buffer), or @own the same as @other (not
+// MPI_IN_PLACE). Both MPIs report these where they check them (MPI_ERR_BUFFER, MPI_ERR_ARG),
+// and libshaddr would take MPI_IN_PLACE for an address. Such a rank forwards the call, so the
+// MPI decides; the ledger takes its peers along.
+bool bad_buffers(const void *own, const void *other) {
+  return other == MPI_IN_PLACE || (own != MPI_IN_PLACE && own == other);
+}
+
+// The same for a rooted collective, where a non-root rank has one buffer that counts (@own).
+bool bad_buffers(bool is_root, const void *own, const void *other) {
+  return is_root ? bad_buffers(own, other) : own == MPI_IN_PLACE;
+}
+
+// A reduction's buffers are of predefined types: a null one holds data at address 0, which is
+// erroneous (MPICH: MPI_ERR_BUFFER) and refused by libshaddr on this rank alone. @gets_result:
+// the receive buffer counts here.
+bool null_data(bool gets_result, const void *sendbuf, const void *recvbuf) {
+  return !sendbuf || (gets_result && !recvbuf);
 }
 
 // Whole-buffer byte counts the PMPI_* phases of the hierarchy move in one int.
@@ -375,7 +392,7 @@ int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
       small(*s, c, static_cast<size_t>(count * tsize)))
     return c.forward(mpi);
   TypeInfo ti = type_info(type);
-  if (!ti.ok) return c.forward(mpi);
+  if (!ti.ok || buf == MPI_IN_PLACE) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count * ti.size);
   View v;
   if (v.init(buf, count, type, ti) || (s->rank == root && v.pack_in())) return c.forward(mpi);
@@ -399,8 +416,8 @@ int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI
   shaddr_dtype dt;
   shaddr_op sop;
   size_t esize;
-  if (!s || count <= 0 || bad_root(*s, root) || (s->rank == root && aliased(sendbuf, recvbuf)) ||
-      !reducible(type, op, &dt, &sop, &esize) ||
+  if (!s || count <= 0 || bad_root(*s, root) || bad_buffers(s->rank == root, sendbuf, recvbuf) ||
+      null_data(s->rank == root, sendbuf, recvbuf) || !reducible(type, op, &dt, &sop, &esize) ||
       small(*s, c, static_cast<size_t>(count) * esize))
     return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count) * esize;
@@ -436,7 +453,8 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   shaddr_dtype dt;
   shaddr_op sop;
   size_t esize;
-  if (!s || count <= 0 || aliased(sendbuf, recvbuf) || !reducible(type, op, &dt, &sop, &esize) ||
+  if (!s || count <= 0 || bad_buffers(sendbuf, recvbuf) || null_data(true, sendbuf, recvbuf) ||
+      !reducible(type, op, &dt, &sop, &esize) ||
       small(*s, c, static_cast<size_t>(count) * esize,
             sendbuf == MPI_IN_PLACE ? SHADDR_PLAN_IN_PLACE : 0))
     return c.forward(mpi);
@@ -472,7 +490,7 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
   };
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
-  if ((is_root && aliased(sendbuf, recvbuf)) ||
+  if (bad_buffers(is_root, sendbuf, recvbuf) ||
       (is_root ? small_by_size(*s, c, recvcount, recvtype)
                : small_by_size(*s, c, sendcount, sendtype)))
     return c.forward(mpi);
@@ -517,7 +535,7 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   // Non-roots do not know the others' counts: no size threshold here, and each transfer checks
   // the sender's count against the root's (a mismatch fails on every rank: PMPI_* reports it).
   if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi() ||
-      (s->rank == root && aliased(sendbuf, recvbuf)))
+      bad_buffers(s->rank == root, sendbuf, recvbuf))
     return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
@@ -533,8 +551,9 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
     sbytes = sv.bytes();
   }
   if (is_root) {
-    rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
-    if (!in_place && sbytes != rv.bytes[root]) return c.forward(mpi);
+    if (rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti) ||
+        (!in_place && sbytes != rv.bytes[root]))
+      return c.forward(mpi);
     if (in_place) {
       if (rv.pack_block(root)) return c.forward(mpi);
       sbytes = rv.bytes[root];
@@ -561,7 +580,7 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   };
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
-  if ((is_root && aliased(recvbuf, sendbuf)) ||
+  if (bad_buffers(is_root, recvbuf, sendbuf) ||
       (is_root ? small_by_size(*s, c, sendcount, sendtype)
                : small_by_size(*s, c, recvcount, recvtype)))
     return c.forward(mpi);
@@ -595,7 +614,7 @@ int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                          root, comm);
   };
   if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi() ||
-      (s->rank == root && aliased(recvbuf, sendbuf)))
+      bad_buffers(s->rank == root, recvbuf, sendbuf))
     return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
@@ -606,8 +625,8 @@ int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
   View rv;
   size_t rbytes = 0;
   if (is_root) {
-    sv.init(sendbuf, sendcounts, displs, s->size, sendtype, sti);
-    if (sv.pack_all()) return c.forward(mpi);
+    if (sv.init(sendbuf, sendcounts, displs, s->size, sendtype, sti) || sv.pack_all())
+      return c.forward(mpi);
   }
   if (!in_place) {
     if (rv.init(recvbuf, recvcount, recvtype, rti)) return c.forward(mpi);
@@ -632,7 +651,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   auto mpi = [&] {
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  if (!s || aliased(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
+  if (!s || bad_buffers(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
     return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
   if (!rti.ok) return c.forward(mpi);
@@ -676,7 +695,7 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
                            comm);
   };
   TypeInfo rti = type_info(recvtype);
-  if (!s || !rti.ok || s->multi() || aliased(sendbuf, recvbuf)) return c.forward(mpi);
+  if (!s || !rti.ok || s->multi() || bad_buffers(sendbuf, recvbuf)) return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
@@ -690,7 +709,7 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
   if (small(*s, c, total)) return c.forward(mpi);
   VView rv;
   View sv;
-  rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti);
+  if (rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti)) return c.forward(mpi);
   size_t sbytes = rv.bytes[s->rank];
   Backup keep;
   if (in_place) {
@@ -717,7 +736,7 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   auto mpi = [&] {
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  if (!s || aliased(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
+  if (!s || bad_buffers(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
     return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
   if (!rti.ok) return c.forward(mpi);
@@ -773,13 +792,13 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
   // Each rank knows only its own counts: each transfer checks them against the reader's (a
   // mismatch fails on every rank: PMPI_* reports it).
   TypeInfo rti = type_info(recvtype);
-  if (!s || settings().forward[c.which] || !rti.ok || s->multi() || aliased(sendbuf, recvbuf))
+  if (!s || settings().forward[c.which] || !rti.ok || s->multi() || bad_buffers(sendbuf, recvbuf))
     return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
   if (!in_place && !sti.ok) return c.forward(mpi);
   VView sv, rv;
-  rv.init(recvbuf, recvcounts, rdispls, s->size, recvtype, rti);
+  if (rv.init(recvbuf, recvcounts, rdispls, s->size, recvtype, rti)) return c.forward(mpi);
   std::vector<char> in_copy;
   const char *in;
   const size_t *sbytes, *sdisp;
@@ -793,8 +812,8 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
     sbytes = rv.bytes.data();
     sdisp = rv.displs.data();
   } else {
-    sv.init(sendbuf, sendcounts, sdispls, s->size, sendtype, sti);
-    if (sv.pack_all()) return c.forward(mpi);
+    if (sv.init(sendbuf, sendcounts, sdispls, s->size, sendtype, sti) || sv.pack_all())
+      return c.forward(mpi);
     in = sv.base;
     sbytes = sv.bytes.data();
     sdisp = sv.displs.data();

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "settings.h"
+#include "types.h"
 
 namespace shaddr::interpose {
 // The warm path's data (state.h reads it inline).
@@ -603,6 +604,7 @@ void init_globals(bool at_init) {
   }
   if (!g_off) {
     start_progress();
+    start_type_checks();
     if (PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group) != MPI_SUCCESS)
       g_world_group = MPI_GROUP_NULL;
   }
@@ -681,6 +683,7 @@ void finalize_all() {
   }
   g_shared.clear();
   stop_progress();
+  stop_type_checks();
   if (g_world_group != MPI_GROUP_NULL) PMPI_Group_free(&g_world_group);
 }
 

@@ -136,9 +136,10 @@ bool in_order(MPI_Datatype t, int depth) {
   return decode(t, comb, ni, na, nd, c, &blocks) && blocks_in_order(blocks, depth);
 }
 
-// The answer for a derived type, cached on it (an attribute goes away with the type, so a
-// handle that comes back for another type is never answered from the old one's cache).
-int in_order_keyval() {
+// What is known of a derived type once it is committed, cached on it (an attribute goes away
+// with the type, so a handle that comes back for another type is never answered from the old
+// one's cache).
+int derived_keyval() {
   static int kv = [] {
     int k = MPI_KEYVAL_INVALID;
     if (PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &k, nullptr) !=
@@ -149,19 +150,38 @@ int in_order_keyval() {
   return kv;
 }
 
-// A derived type's in_order (a predefined type's type map is one element: in order).
-bool cached_in_order(MPI_Datatype t) {
-  const int kv = in_order_keyval();
+// A communicator of this rank alone that returns errors: MPI_Pack on it asks the MPI whether a
+// type is committed, which MPI has no query for (MPICH and Open MPI both check it there;
+// Open MPI 4.1.4's MPI_Pack_size crashes on an uncommitted type instead).
+MPI_Comm g_check_comm = MPI_COMM_NULL;
+
+// Committed, as far as the MPI checks it (without a check communicator: assumed).
+bool committed(MPI_Datatype t) {
+  if (g_check_comm == MPI_COMM_NULL) return true;
+  char in = 0, out = 0;
+  int pos = 0;
+  return PMPI_Pack(&in, 0, t, &out, 0, &pos, g_check_comm) == MPI_SUCCESS;
+}
+
+enum DerivedFacts : intptr_t { kUncommitted = 0, kCommitted = 1, kCommittedInOrder = 2 };
+
+// A committed type's facts are cached; an uncommitted one is asked again (it may be committed
+// before its next use). A type whose size is not its true extent has holes: never in order,
+// without looking at its type map.
+DerivedFacts derived_facts(MPI_Datatype t, const Layout &l) {
+  const int kv = derived_keyval();
   if (kv != MPI_KEYVAL_INVALID) {
     void *v = nullptr;
     int found = 0;
     if (PMPI_Type_get_attr(t, kv, &v, &found) == MPI_SUCCESS && found)
-      return reinterpret_cast<intptr_t>(v) == 2;
+      return static_cast<DerivedFacts>(reinterpret_cast<intptr_t>(v));
   }
-  const bool yes = in_order(t, 0);
+  if (!committed(t)) return kUncommitted;
+  const DerivedFacts f = l.size == l.true_extent && in_order(t, 0) ? kCommittedInOrder
+                                                                   : kCommitted;
   if (kv != MPI_KEYVAL_INVALID)
-    PMPI_Type_set_attr(t, kv, reinterpret_cast<void *>(static_cast<intptr_t>(yes ? 2 : 1)));
-  return yes;
+    PMPI_Type_set_attr(t, kv, reinterpret_cast<void *>(static_cast<intptr_t>(f)));
+  return f;
 }
 
 }  // namespace
@@ -177,9 +197,29 @@ TypeInfo query_type_info(MPI_Datatype t) {
   ti.true_lb = l.true_lb;
   ti.true_extent = l.true_extent;
   ti.named = named_type(t);
-  // Only a type that could be one run needs the look at its type map.
-  ti.in_order = l.size == l.true_extent && (ti.named || cached_in_order(t));
+  if (ti.named) {
+    ti.in_order = l.size == l.true_extent;
+    return ti;
+  }
+  // An uncommitted type goes to the MPI, which reports MPI_ERR_TYPE as it does stock.
+  const DerivedFacts f = derived_facts(t, l);
+  ti.ok = f != kUncommitted;
+  ti.in_order = f == kCommittedInOrder;
   return ti;
+}
+
+void start_type_checks() {
+  if (PMPI_Comm_dup(MPI_COMM_SELF, &g_check_comm) != MPI_SUCCESS) {
+    g_check_comm = MPI_COMM_NULL;
+  } else if (PMPI_Comm_set_errhandler(g_check_comm, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+    PMPI_Comm_free(&g_check_comm);
+    g_check_comm = MPI_COMM_NULL;
+  }
+}
+
+void stop_type_checks() {
+  if (g_check_comm != MPI_COMM_NULL) PMPI_Comm_free(&g_check_comm);
+  g_check_comm = MPI_COMM_NULL;
 }
 
 bool map_dtype(MPI_Datatype t, shaddr_dtype *out) {

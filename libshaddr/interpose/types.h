@@ -29,8 +29,14 @@ struct TypeInfo {
   }
 };
 // Any datatype MPI accepts (negative or zero extents, resized, holes, type maps in any order):
-// ok is false only when MPI cannot describe it. Asked by MPI (types.cc).
+// ok is false only when MPI cannot describe it, or it is a derived type not committed (the
+// call goes to the MPI, which reports it). Asked by MPI (types.cc).
 TypeInfo query_type_info(MPI_Datatype t);
+
+// The communicator query_type_info() asks "committed?" on: made after MPI_Init, freed before
+// MPI_Finalize. Without it, derived types are taken as committed.
+void start_type_checks();
+void stop_type_checks();
 
 // A predefined type (MPI_COMBINER_NAMED).
 inline bool named_type(MPI_Datatype t) {
@@ -95,7 +101,9 @@ int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, M
 class View {
  public:
   View() = default;
-  // @buf may be nullptr or MPI_IN_PLACE (the caller handles those); @count elements.
+  // @buf may be nullptr (MPI_BOTTOM) but not MPI_IN_PLACE (the caller handles that); @count
+  // elements. MPI_ERR_BUFFER for data at address 0 (a null buffer whose type does not move the
+  // data away from it): erroneous, and libshaddr would refuse it on this rank alone.
   int init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo &ti) {
     user_ = static_cast<char *>(const_cast<void *>(buf));
     count_ = count;
@@ -103,6 +111,7 @@ class View {
     tsize_ = ti.size;
     extent_ = ti.extent;
     bytes_ = static_cast<size_t>(count * ti.size);
+    if (bytes_ && !at(buf, ti.true_lb)) return MPI_ERR_BUFFER;
     packed_ = !ti.contiguous(count);
     if (packed_) return init_packed();
     ptr_ = at(buf, ti.true_lb);

@@ -874,6 +874,26 @@ static void mismatch_case(const char *name, int n)
 		} else if (!strcmp(name, "alltoall-aliased")) {
 			rc = MPI_Alltoall(R((size_t)n * size), n, MPI_INT, R((size_t)n * size), n, MPI_INT,
 					  comm);
+		} else if (!strcmp(name, "allgather-recv-in-place")) {
+			/* MPI_IN_PLACE where only the send buffer may have it: on every rank */
+			rc = MPI_Allgather(S(n), n, MPI_INT, MPI_IN_PLACE, n, MPI_INT, comm);
+		} else if (!strcmp(name, "alltoall-recv-in-place")) {
+			rc = MPI_Alltoall(S((size_t)n * size), n, MPI_INT, MPI_IN_PLACE, n, MPI_INT, comm);
+		} else if (!strcmp(name, "allreduce-recv-in-place")) {
+			rc = MPI_Allreduce(S(n), MPI_IN_PLACE, n, MPI_INT, MPI_SUM, comm);
+		} else if (!strncmp(name, "uncommitted-", 12)) {
+			/* a derived type never committed, on every rank: n ints in one element */
+			MPI_Datatype t;
+
+			MPI_Type_contiguous(n, MPI_INT, &t);
+			if (!strcmp(name, "uncommitted-bcast"))
+				rc = MPI_Bcast(R(n), 1, t, 0, comm);
+			else if (!strcmp(name, "uncommitted-allgather-recv"))
+				rc = MPI_Allgather(S(n), n, MPI_INT, R((size_t)n * size), 1, t, comm);
+			else if (!strcmp(name, "uncommitted-alltoall-send"))
+				rc = MPI_Alltoall(S((size_t)n * size), 1, t, R((size_t)n * size), n,
+						  MPI_INT, comm);
+			MPI_Type_free(&t);
 		}
 		MPI_Error_class(rc, &cls);
 		printf("mismatch %s n=%d rank %d%s: class %d\n", name, n, rank, call ? " again" : "",
@@ -895,6 +915,8 @@ static const char *const mismatch_names[] = {
 	"scatter-root-recv-smaller", "scatter-recv-smaller", "gather-root-send-smaller",
 	"gather-send-larger", "allgather-send-smaller", "alltoall-one-rank-smaller",
 	"reduce-counts-differ", "allreduce-counts-differ", "allreduce-aliased", "alltoall-aliased",
+	"uncommitted-bcast", "uncommitted-allgather-recv", "uncommitted-alltoall-send",
+	"allgather-recv-in-place", "alltoall-recv-in-place", "allreduce-recv-in-place",
 };
 
 /* In a comma-separated list? */
