@@ -881,6 +881,21 @@ static void mismatch_case(const char *name, int n)
 			rc = MPI_Alltoall(S((size_t)n * size), n, MPI_INT, MPI_IN_PLACE, n, MPI_INT, comm);
 		} else if (!strcmp(name, "allreduce-recv-in-place")) {
 			rc = MPI_Allreduce(S(n), MPI_IN_PLACE, n, MPI_INT, MPI_SUM, comm);
+		} else if (!strcmp(name, "allgatherv-recv-in-place") ||
+			   !strcmp(name, "alltoallv-recv-in-place")) {
+			int *cnt = malloc(sizeof(int) * 2 * (size_t)size), *dsp = cnt + size;
+
+			for (int i = 0; i < size; i++) {
+				cnt[i] = n;
+				dsp[i] = i * n;
+			}
+			if (name[3] == 'g')
+				rc = MPI_Allgatherv(S(n), n, MPI_INT, MPI_IN_PLACE, cnt, dsp, MPI_INT,
+						    comm);
+			else
+				rc = MPI_Alltoallv(S((size_t)n * size), cnt, dsp, MPI_INT, MPI_IN_PLACE,
+						   cnt, dsp, MPI_INT, comm);
+			free(cnt);
 		} else if (!strncmp(name, "uncommitted-", 12)) {
 			/* a derived type never committed, on every rank: n ints in one element */
 			MPI_Datatype t;
@@ -917,6 +932,7 @@ static const char *const mismatch_names[] = {
 	"reduce-counts-differ", "allreduce-counts-differ", "allreduce-aliased", "alltoall-aliased",
 	"uncommitted-bcast", "uncommitted-allgather-recv", "uncommitted-alltoall-send",
 	"allgather-recv-in-place", "alltoall-recv-in-place", "allreduce-recv-in-place",
+	"allgatherv-recv-in-place", "alltoallv-recv-in-place",
 };
 
 /* In a comma-separated list? */
