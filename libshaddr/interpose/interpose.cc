@@ -285,9 +285,10 @@ bool bad_root(const State &s, int root) { return root < 0 || root >= s.size; }
 
 // Buffers the MPI rejects: MPI_IN_PLACE anywhere but in @own, the buffer of this rank's own
 // block (the send buffer; a Scatter root's receive buffer), or @own the same as @other (not
-// MPI_IN_PLACE). Both MPIs report these where they check them (MPI_ERR_BUFFER, MPI_ERR_ARG),
-// and libshaddr would take MPI_IN_PLACE for an address. Such a rank forwards the call, so the
-// MPI decides; the ledger takes its peers along.
+// MPI_IN_PLACE). libshaddr would take MPI_IN_PLACE for an address. Such a rank forwards the
+// call, so the MPI decides as it does stock (most report MPI_ERR_BUFFER or MPI_ERR_ARG; MPICH
+// faults on a non-root's MPI_IN_PLACE in Gather, Open MPI waits); the ledger takes its peers
+// along.
 bool bad_buffers(const void *own, const void *other) {
   return other == MPI_IN_PLACE || (own != MPI_IN_PLACE && own == other);
 }
