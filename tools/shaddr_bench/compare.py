@@ -874,8 +874,9 @@ def main():
     ap.add_argument("--confirm-reps", type=int, default=confirm.REPS,
                     help="reruns per side of each point that a judged contender lost beyond the "
                          "noise to the same MPI with shaddr off, alternating the two; the Goals "
-                         f"judge by the best of each side (default {confirm.REPS}, and up to "
-                         f"{confirm.MAX_REPS} for a point still lost; 0: none)")
+                         "judge by the median pairwise ratio of the two sides' reruns (default "
+                         f"{confirm.REPS}, and up to {confirm.MAX_REPS} for a point still lost; "
+                         "0: none)")
     ap.add_argument("--confirm-budget", type=int, default=confirm.BUDGET_S,
                     help=f"seconds for those reruns (default {confirm.BUDGET_S})")
     ap.add_argument("--comm-cost-reps", type=int,

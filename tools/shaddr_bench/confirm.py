@@ -4,17 +4,22 @@ host one pass often shows a point lost that a direct rerun contradicts. Every po
 judged contender lost beyond the noise to the same MPI with shaddr off
 (goals.losses_beyond_noise()), and every point where the best default lost to the best stock
 contender (goals.losses_vs_best_stock()), is measured again, alternating the two contenders
-("contender" and its partner, "off"), REPS times each, within BUDGET_S seconds; the goals judge
-by the best rerun of each side.
+("contender" and its partner, "off"), REPS times each, within BUDGET_S seconds; the goals
+judge by the median of every pairwise ratio of the two sides' reruns (goals.rerun_ratio()).
 
-A launch's state moves a short call's time by more than the differences judged: the same
-binary's 256 B Bcast measured 0.24 to 0.41 us over 30 launches (its neighbouring sizes slow
-or fast with it), and resampled, the best of five of them against the best of five is below
-0.9 18% of the time (the best of 15: 2%). So a point whose best contender rerun is still
-slower than its partner's after REPS gets more, up to MAX_REPS each side, the same number on
-both: the best of each side then approaches each side's fast state, which is what the goals
-compare."""
+A launch's state moves a short call's time by more than the differences judged, and in two
+ways. Rooted calls of a few KiB run in one of two states per launch, about 1 or about 3 us,
+with shaddr or without. And a few launches land in a rare fast state: the patched MPICH's
+64 B Bcast with shaddr off read 0.34-0.38 us in 3 of 50 launches, 0.43-1.30 in the rest
+(2026-12-01). Drawing 15 launches per side from those 50 (the same binary on both
+sides), a side's best against the other's is below 0.9 27% of the time, the medians 3%, the
+pairwise median 3%; from two states of 1 and 3 us, if each came half the time, the best 0%, the
+medians 24%, the pairwise median 1.4%. At 5 launches per side the pairwise median is below
+0.9 9-15% of the time, so a point whose reruns still say the contender is slower after REPS
+gets more, up to MAX_REPS each side, the same number on both."""
 import time
+
+from .goals import rerun_ratio
 
 REPS = 5
 MAX_REPS = 15
@@ -38,10 +43,11 @@ def sizes_arg(coll, sizes):
 
 
 def undecided(point):
-    """True while @point's best contender rerun is slower than its partner's best: what
-    MAX_REPS measures further (not a point whose reruns failed on a side: they would again)."""
+    """True while @point's reruns say the contender is slower than its partner (rerun_ratio()):
+    what MAX_REPS measures further (not a point whose reruns failed on a side: they would
+    again)."""
     d, o = point["default_us"], point["off_us"]
-    return bool(d and o) and min(d) > min(o)
+    return bool(d and o) and rerun_ratio(o, d) < 1
 
 
 def run(targets, measure, reps=REPS, budget=BUDGET_S, clock=time.monotonic, max_reps=MAX_REPS):
@@ -67,8 +73,8 @@ def run(targets, measure, reps=REPS, budget=BUDGET_S, clock=time.monotonic, max_
                     continue
             order = [(d, "default_us"), (off, "off_us")]
             for i, (name, field) in enumerate(order if rep % 2 == 0 else order[::-1]):
-                # A further repetition is started for both sides or neither: the best of
-                # each is taken over the same number of launches.
+                # A further repetition is started for both sides or neither: each side is
+                # judged over the same number of launches.
                 if gave_up is None and (i == 0 or rep < reps) and clock() - t0 > budget:
                     gave_up = (f"stopped in repetition {rep + 1} of {reps}" if rep < reps else
                                f"stopped in further repetition {rep + 1} of at most {max_reps}")

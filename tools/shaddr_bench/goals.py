@@ -80,7 +80,7 @@ def own_noise_floor(res, d):
 
 
 # The most a re-measured point may lose to the best stock contender and still count as "as
-# fast": the best of several reruns takes out most of a single pass's noise, so a run's
+# fast": several alternating reruns take out most of a single pass's noise, so a run's
 # ping-pong floor (down to 0.3 on a bad run) would excuse real losses.
 REMEASURED_TOLERANCE = 0.9
 
@@ -94,19 +94,19 @@ def excused_down_to(res, d):
 def reconfirm(res, coll, sh, st, s, confirmation):
     """A point where the best default (@sh: {bytes: (name, us)}) lost to the best stock
     contender (@st) in the main passes, measured again by the confirmation pass (every default
-    it re-measured there against that stock contender): (ratio stock / default of the best
-    rerun of each side, of the default that came closest, reruns per side, still a loss: the
+    it re-measured there against that stock contender): (ratio stock / default of the reruns
+    (rerun_ratio()), of the default that came closest, reruns per side, still a loss: the
     ratio below excused_down_to() of that default), or None when not re-measured on both
     sides. Each default is judged by its own reruns against the stock contender's that
     alternated with them, the same number: the stock side's reruns of every default pooled
-    against one default's would be the best of more launches (a default the pass measured
-    further, because it stays slower, adds up to MAX_REPS of them)."""
+    against one default's would be more launches of another pairing (a default the pass
+    measured further, because it stays slower, adds up to MAX_REPS of them)."""
     points = [p for d in DEFAULTS
               for p in [confirmation_points(confirmation, d, st[s][0]).get((coll, s))]
               if p and p.get("default_us") and p.get("off_us")]
     if not points:
         return None
-    r, best = max(((min(p["off_us"]) / min(p["default_us"]), p) for p in points),
+    r, best = max(((rerun_ratio(p["off_us"], p["default_us"]), p) for p in points),
                   key=lambda x: x[0])
     return (r, (len(best["default_us"]), len(best["off_us"])),
             r < excused_down_to(res, best["contender"]))
@@ -116,7 +116,7 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
     """The issue's goals, checked against this run: the best contender of `side` (the
     defaults; every shaddr configuration for the diagnostics) vs the best stock one. A point
     the defaults lost in the main passes and that the confirmation pass (@confirmation)
-    measured again is judged by the best rerun of each side, within the default's own noise
+    measured again is judged by the reruns (rerun_ratio()), within the default's own noise
     (own_noise_floor())."""
     def sides(coll):  # (best shaddr, best stock) per size
         return best_per_size(res, side, coll), best_per_size(res, is_stock, coll)
@@ -153,8 +153,9 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
         how = (f" The points the defaults lost were measured again ({remeasured} re-measured), "
                "each default within "
                f"{RERUN_DEFAULTS_WITHIN}x of the best one there alternating with the best stock "
-               "contender, the same benchmark binary, and are judged by the best rerun of each "
-               "side (the fastest default's against the stock contender's): a loss stands "
+               "contender, the same benchmark binary, and are judged by the reruns (the median of "
+               "every pairwise ratio of the two sides' reruns; of the default that came "
+               "closest): a loss stands "
                "below the default's own noise floor (its ping-pong against the same MPI with "
                f"shaddr off), and below {REMEASURED_TOLERANCE} whatever the noise (column "
                "\"re-measured\": the first ratio → the confirmed one, and the reruns per side)."
@@ -263,16 +264,28 @@ def median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
+def rerun_ratio(partner_us, contender_us):
+    """How much faster than @contender_us its partner's alternating reruns @partner_us (us,
+    neither empty) say it is: the median of every pairwise ratio partner / contender (the
+    Hodges-Lehmann estimate), below 1 when the contender is slower. Neither the best nor the
+    median rerun of each side: a launch's state moves a short call by more than the differences
+    judged, and in two ways (confirm.py). Some calls run in one of two states per launch,
+    about 1 or about 3 us for rooted calls of a few KiB; were each as likely, the medians of
+    15 launches each would compare two different states a quarter of the time. Other calls
+    have a rare fast state, a few launches in 50; the best of 15 launches each is whether a
+    side drew one. The pairwise median moves with neither."""
+    return median([o / c for o in partner_us for c in contender_us])
+
+
 def apply_confirmation(mine, base, points):
     """The times to judge by: @mine and @base ({(coll, bytes): us}) with each point of
     @points ({(coll, bytes): {"default_us": [...], "off_us": [...]}}, the confirmation pass's
-    alternating reruns) replaced by the best of its reruns on each side, as the main passes
-    take each contender's best round: one launch of either side can land in a slow state for
-    its whole run (both MPIs' rooted calls of a few KiB run at about 1 or about 3 us per launch,
-    with or without shaddr), and the best of several launches is each side's fast state. A
-    point without a rerun on both sides keeps its first measurement. Returns (mine, base,
-    notes), notes per point: {first, confirmed (ratios shaddr-off / contender; confirmed None
-    when not re-measured), reruns: (the contender's, shaddr off's)}."""
+    alternating reruns) judged by them: the contender's time is the median of its reruns, its
+    partner's that times rerun_ratio() of the two sides' reruns, so that their ratio is the
+    reruns' verdict. A point without a rerun on both sides keeps its first measurement.
+    Returns (mine, base, notes), notes per point: {first, confirmed (ratios shaddr-off /
+    contender; confirmed None when not re-measured), reruns: (the contender's, shaddr
+    off's)}."""
     mine, base, notes = dict(mine), dict(base), {}
     for k, p in points.items():
         if k not in mine or k not in base:
@@ -282,7 +295,8 @@ def apply_confirmation(mine, base, points):
         if not d or not o:
             notes[k] = {"first": first, "confirmed": None, "reruns": (len(d), len(o))}
             continue
-        mine[k], base[k] = min(d), min(o)
+        mine[k] = median(d)
+        base[k] = mine[k] * rerun_ratio(o, d)
         notes[k] = {"first": first, "confirmed": base[k] / mine[k], "reruns": (len(d), len(o))}
     return mine, base, notes
 
@@ -299,7 +313,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
     run's noise: a point loses when shaddr-off time / contender time falls below the lowest
     the two runs' ping-pong (the same code) reached (noise_floor()). The points that lost in
     the main passes and were measured again by the confirmation pass (@confirmation,
-    compare.py's confirm_losses()) are judged by the best of those reruns."""
+    compare.py's confirm_losses()) are judged by those reruns (rerun_ratio())."""
     rows = []
     verdicts = []
     for d, off in (pairs or AGAINST_OFF).items():
@@ -359,7 +373,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
                f"({len(conf['points'])} point{'s' if len(conf['points']) != 1 else ''}, "
                f"{conf.get('seconds', 0):.0f} s), alternating "
                "the contender and its shaddr-off partner with the same benchmark binary, and are "
-               "judged by the best rerun of each side, as the main passes by the best round; "
+               "judged by the median of every pairwise ratio of the two sides' reruns; "
                f"a point still lost after {conf.get('reps', 0)} reruns per side was measured "
                f"again up to {conf.get('max_reps', conf.get('reps', 0))} times per side "
                "(column \"re-measured\": the first ratio → the confirmed one, and the reruns "
