@@ -141,15 +141,22 @@ def test_a_point_still_lost_gets_more_reruns_on_both_sides_and_a_won_one_none():
     assert out["max_reps"] == 5 and "gave_up" not in out
 
 
-def test_further_reruns_stop_when_the_reruns_no_longer_say_the_contender_is_slower():
+def by_launch(contender_us):
+    """Times for Bench: the partner 2.0 us in every launch, the contender
+    contender_us(its launch number, from 1)."""
     n = {A: 0}
 
     def times(name, c, s):
         if name != A:
             return 2.0
         n[A] += 1
-        return 3.0 if n[A] <= 2 else 1.5  # slow in the first two launches only
-    bench = Bench(times)
+        return contender_us(n[A])
+    return times
+
+
+def test_further_reruns_stop_when_the_reruns_no_longer_say_the_contender_is_slower():
+    # Slow in the first two launches only.
+    bench = Bench(by_launch(lambda i: 3.0 if i <= 2 else 1.5))
     out = confirm.run([(A, OFF, "reduce", 64)], bench, reps=2, budget=100, max_reps=10)
     p = out["points"][0]
     # Pairwise 2 / 3 and 2 / 1.5, as many of each at the fourth launch: a median of 1.
@@ -157,14 +164,8 @@ def test_further_reruns_stop_when_the_reruns_no_longer_say_the_contender_is_slow
 
 
 def test_one_fast_launch_of_the_contender_settles_nothing():
-    n = {A: 0}
-
-    def times(name, c, s):
-        if name != A:
-            return 2.0
-        n[A] += 1
-        return 1.5 if n[A] == 4 else 3.0  # the fourth launch in a rare fast state
-    bench = Bench(times)
+    # The fourth launch in a rare fast state.
+    bench = Bench(by_launch(lambda i: 1.5 if i == 4 else 3.0))
     out = confirm.run([(A, OFF, "reduce", 64)], bench, reps=2, budget=100, max_reps=10)
     p = out["points"][0]
     assert len(p["default_us"]) == len(p["off_us"]) == 10 and min(p["default_us"]) == 1.5
