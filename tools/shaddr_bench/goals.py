@@ -267,13 +267,10 @@ def median(xs):
 def rerun_ratio(partner_us, contender_us):
     """How much faster than @contender_us its partner's alternating reruns @partner_us (us,
     neither empty) say it is: the median of every pairwise ratio partner / contender (the
-    Hodges-Lehmann estimate), below 1 when the contender is slower. Neither the best nor the
-    median rerun of each side: a launch's state moves a short call by more than the differences
-    judged, and in two ways (confirm.py). Some calls run in one of two states per launch,
-    about 1 or about 3 us for rooted calls of a few KiB; were each as likely, the medians of
-    15 launches each would compare two different states a quarter of the time. Other calls
-    have a rare fast state, a few launches in 50; the best of 15 launches each is whether a
-    side drew one. The pairwise median moves with neither."""
+    Hodges-Lehmann estimate), below 1 when the contender is slower. Neither a rare fast
+    launch of one side, as the best of each side would be, nor launches split between two
+    per-launch states, as the medians of each side would be, moves it (measured in
+    confirm.py's docstring)."""
     return median([o / c for o in partner_us for c in contender_us])
 
 
