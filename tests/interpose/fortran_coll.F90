@@ -142,11 +142,11 @@ program fortran_coll
   call MPI_Allreduce(k2, k2e, n, MPI_2INTEGER, MPI_MINLOC, comm, ierr)
   call check('Allreduce 2DOUBLE_PRECISION MAXLOC', &
              all(p2e(1, :) == [(dble(fmax(i)), i = 1, n)]) .and. &
-             all(p2e(2, :) == [(dble(argmax(i)), i = 1, n)]))
+             all(p2e(2, :) == [(dble(argbest(i, 1)), i = 1, n)]))
   call check('Allreduce 2REAL MINLOC', all(q2e(1, :) == [(real(fmin(i)), i = 1, n)]) .and. &
-             all(q2e(2, :) == [(real(argmin(i)), i = 1, n)]))
+             all(q2e(2, :) == [(real(argbest(i, -1)), i = 1, n)]))
   call check('Allreduce 2INTEGER MINLOC', all(k2e(1, :) == [(fmin(i), i = 1, n)]) .and. &
-             all(k2e(2, :) == [(argmin(i), i = 1, n)]))
+             all(k2e(2, :) == [(argbest(i, -1), i = 1, n)]))
   calls(ALLREDUCE) = calls(ALLREDUCE) + 13
   calls(REDUCE) = calls(REDUCE) + 2
 
@@ -272,30 +272,22 @@ contains
 
   integer function fmax(i)
     integer, intent(in) :: i
-    fmax = f(i, argmax(i))
+    fmax = f(i, argbest(i, 1))
   end function
 
   integer function fmin(i)
     integer, intent(in) :: i
-    fmin = f(i, argmin(i))
+    fmin = f(i, argbest(i, -1))
   end function
 
-  ! The lowest rank with the largest (smallest) operand: MAXLOC's (MINLOC's) index.
-  integer function argmax(i)
-    integer, intent(in) :: i
+  ! The lowest rank whose operand is the largest (dir 1) or the smallest (dir -1): MAXLOC's
+  ! (MINLOC's) index.
+  integer function argbest(i, dir)
+    integer, intent(in) :: i, dir
     integer :: q
-    argmax = 0
+    argbest = 0
     do q = 1, nproc - 1
-      if (f(i, q) > f(i, argmax)) argmax = q
-    end do
-  end function
-
-  integer function argmin(i)
-    integer, intent(in) :: i
-    integer :: q
-    argmin = 0
-    do q = 1, nproc - 1
-      if (f(i, q) < f(i, argmin)) argmin = q
+      if (dir * f(i, q) > dir * f(i, argbest)) argbest = q
     end do
   end function
 
