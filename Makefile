@@ -122,6 +122,7 @@ test-mpi: all
 # self-tests, DKMS; docs/testing.md has the table), the interposer's whole MPI matrix and the
 # applications (hours on 2 cores).
 test-full: deps all userspace-asan userspace-tsan
+	@$(TOP)/tools/shaddr-deps --apps
 	@SHADDR_TEST_FULL=1 $(TOP)/tools/shaddr-test unit kmod mpi
 
 # Every MPI test of the interposer: both MPIs, 1-8 ranks, SHADDR_NODES=1 and 2 (hours on 2 cores).

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "next_mpi.h"  // last: PMPI_* below are the MPI's own
+
 namespace shaddr::interpose {
 namespace {
 

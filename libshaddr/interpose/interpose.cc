@@ -23,6 +23,7 @@
 #include "state.h"
 #include "types.h"
 #include "verify.h"
+#include "next_mpi.h"  // last: PMPI_* below are the MPI's own
 
 using namespace shaddr::interpose;
 
@@ -169,8 +170,7 @@ bool reducible(MPI_Datatype type, MPI_Op op, shaddr_dtype *dt, shaddr_op *sop, s
     size_t esize = 0;
   } last;
   if (type == MPI_DATATYPE_NULL || type != last.type || op != last.op) {
-    if (!map_dtype(type, dt) || !map_op(op, sop) || shaddr_op_supported(*sop, *dt) != 0)
-      return false;
+    if (!map_reduction(type, op, dt, sop)) return false;
     last.type = type;
     last.op = op;
     last.dt = *dt;
@@ -325,23 +325,6 @@ const shaddr::heap::Api *heap_api() {
 // visible, and the library is built with hidden visibility).
 #pragma GCC visibility push(default)
 extern "C" {
-
-int MPI_Init(int *argc, char ***argv) {
-  int rc = PMPI_Init(argc, argv);
-  if (rc == MPI_SUCCESS) init_globals(true);
-  return rc;
-}
-
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
-  int rc = PMPI_Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS) init_globals(true);
-  return rc;
-}
-
-int MPI_Finalize(void) {
-  finalize_all();
-  return PMPI_Finalize();
-}
 
 // MPI_Alloc_mem comes from the shared heap whenever it is on (with SHADDR_HEAP=mpi-alloc-only,
 // only MPI_Alloc_mem does): peers then read it in place. The heap is libshaddr-heap.so,
@@ -832,100 +815,3 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
 }
 
 }  // namespace shaddr::interpose::impl
-
-// The intercepted collectives: with SHADDR_VERIFY=1 each is checked (verify.h), else it runs as
-// implemented above.
-#pragma GCC visibility push(default)
-extern "C" {
-
-int MPI_Barrier(MPI_Comm comm) {
-  return verify::on() ? verify::barrier(comm) : impl::barrier(comm);
-}
-
-int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  return verify::on() ? verify::bcast(buf, count, type, root, comm)
-                      : impl::bcast(buf, count, type, root, comm);
-}
-
-int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
-               int root, MPI_Comm comm) {
-  return verify::on() ? verify::reduce(sendbuf, recvbuf, count, type, op, root, comm)
-                      : impl::reduce(sendbuf, recvbuf, count, type, op, root, comm);
-}
-
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm comm) {
-  return verify::on() ? verify::allreduce(sendbuf, recvbuf, count, type, op, comm)
-                      : impl::allreduce(sendbuf, recvbuf, count, type, op, comm);
-}
-
-int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return verify::on() ? verify::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                       recvtype, root, comm)
-                      : impl::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                     recvtype, root, comm);
-}
-
-int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                MPI_Comm comm) {
-  return verify::on() ? verify::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                        displs, recvtype, root, comm)
-                      : impl::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                      displs, recvtype, root, comm);
-}
-
-int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return verify::on() ? verify::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                        recvtype, root, comm)
-                      : impl::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                      recvtype, root, comm);
-}
-
-int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
-                 MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                 int root, MPI_Comm comm) {
-  return verify::on() ? verify::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
-                                         recvcount, recvtype, root, comm)
-                      : impl::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
-                                       recvcount, recvtype, root, comm);
-}
-
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return verify::on() ? verify::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                          recvtype, comm)
-                      : impl::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                        recvtype, comm);
-}
-
-int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm) {
-  return verify::on() ? verify::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                           displs, recvtype, comm)
-                      : impl::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                         displs, recvtype, comm);
-}
-
-int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return verify::on() ? verify::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                         recvtype, comm)
-                      : impl::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                       recvtype, comm);
-}
-
-int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return verify::on() ? verify::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                          recvcounts, rdispls, recvtype, comm)
-                      : impl::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                        recvcounts, rdispls, recvtype, comm);
-}
-
-}  // extern "C"
-#pragma GCC visibility pop

@@ -16,6 +16,7 @@
 
 #include "settings.h"
 #include "types.h"
+#include "next_mpi.h"  // last: PMPI_* below are the MPI's own
 
 namespace shaddr::interpose {
 // The warm path's data (state.h reads it inline).
@@ -670,8 +671,35 @@ State *state_lookup(MPI_Comm comm) {
   return s->usable ? s : nullptr;
 }
 
+namespace {
+// SHADDR_VERBOSE=1: what the interposer did in MPI_COMM_WORLD's rank 0, said at MPI_Finalize
+// (for a program one cannot change: did its collectives reach libshaddr?).
+void say_totals() {
+  int rank = 0;
+  if (!g_settings.verbose || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || rank != 0)
+    return;
+  shaddr_interpose_stats st{};
+  shaddr_interpose_get_stats(&st);
+  unsigned long long accel = 0, fwd = 0, fell = 0;
+  for (int c = 0; c < SHADDR_IP_COUNT; c++) {
+    accel += st.accelerated[c];
+    fwd += st.forwarded[c];
+    fell += st.fallbacks[c];
+  }
+  std::fprintf(stderr, "shaddr-interpose: rank 0 at MPI_Finalize: %llu calls run by libshaddr, "
+                       "%llu forwarded, %llu fallen back; libshaddr ran %llu collectives\n",
+               accel, fwd, fell, static_cast<unsigned long long>(st.lib_calls));
+}
+}  // namespace
+
 void finalize_all() {
   if (!g_inited || g_off) return;
+  say_totals();
+  // From here on every call is forwarded: calls the MPI makes inside its MPI_Finalize (ROMIO's,
+  // through PMPI_*, bindings.cc) find no state.
+  g_off = true;
+  g_off_why = "MPI_Finalize";
+  g_last = detail::LastLookup{};
   // Reverse creation order: the same order on every rank, as the creations were collective.
   // The states stay with their attributes (MPI deletes them at finalize or never); their
   // set-ups are released here, and kept as empty shells for those states.

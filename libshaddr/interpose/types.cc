@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fortran_types.h"
 #include "shaddr/mpi_glue.h"
 
 namespace shaddr::interpose {
@@ -225,10 +226,17 @@ void stop_type_checks() {
 bool map_dtype(MPI_Datatype t, shaddr_dtype *out) {
   if (t == MPI_DATATYPE_NULL) return false;
   const TypeInfo ti = type_info(t);
-  return ti.ok && shaddr_mpi_dtype(t, ti.extent, ti.true_lb, shaddr_dtype_size, out);
+  return ti.ok && (shaddr_mpi_dtype(t, ti.extent, ti.true_lb, shaddr_dtype_size, out) ||
+                   fortran_dtype(t, ti.extent, ti.true_lb, out));
 }
 
 bool map_op(MPI_Op op, shaddr_op *out) { return shaddr_mpi_op(op, out); }
+
+bool map_reduction(MPI_Datatype t, MPI_Op op, shaddr_dtype *dt, shaddr_op *sop) {
+  if (!map_op(op, sop)) return false;
+  if (!map_dtype(t, dt) && !fortran_logical(t, *sop, dt)) return false;
+  return shaddr_op_supported(*sop, *dt) == 0;
+}
 
 namespace {
 // Elements per PMPI_Pack call so that one call's bytes fit an int.

@@ -79,8 +79,13 @@ inline bool type_size(MPI_Datatype t, MPI_Count *size) {
 }
 
 // Maps a predefined MPI type / op; false when libshaddr cannot reduce it (then forwarded).
+// The types: C's (shaddr/mpi_glue.h) and Fortran's (fortran_types.h) but LOGICAL.
 bool map_dtype(MPI_Datatype t, shaddr_dtype *out);
 bool map_op(MPI_Op op, shaddr_op *out);
+// True, with libshaddr's type and op, when libshaddr reduces @t with @op exactly as the MPI
+// does: map_dtype() and map_op(), Fortran's LOGICAL with its logical ops, and an op MPI
+// defines on the type.
+bool map_reduction(MPI_Datatype t, MPI_Op op, shaddr_dtype *dt, shaddr_op *sop);
 
 // buf + offset bytes, also for MPI_BOTTOM (a null buf) with absolute displacements: the data is
 // at the offset itself.

@@ -20,6 +20,7 @@
 #include "calls.h"
 #include "state.h"
 #include "types.h"
+#include "next_mpi.h"  // last: PMPI_* below are the MPI's own
 
 namespace shaddr::interpose::verify {
 namespace {
@@ -407,7 +408,10 @@ std::vector<Field> fields_of(shaddr_dtype dt) {
     case SHADDR_DOUBLE_INT: return {{0, 8, 0}, {offsetof(PairOf<double>, i), 4, 0}};
     case SHADDR_LONG_INT: return {{0, 8, 0}, {offsetof(PairOf<long>, i), 4, 0}};
     case SHADDR_SHORT_INT: return {{0, 2, 0}, {offsetof(PairOf<short>, i), 4, 0}};
-    case SHADDR_2INT: return {{0, 8, 0}};
+    case SHADDR_2INT:
+    case SHADDR_2FLOAT:  // MINLOC/MAXLOC pick operands: exact in any order
+      return {{0, 8, 0}};
+    case SHADDR_2DOUBLE: return {{0, 16, 0}};
     case SHADDR_LONG_DOUBLE_INT: return {{0, 10, 0}, {offsetof(PairOf<long double>, i), 4, 0}};
     default: return {{0, static_cast<size_t>(shaddr_dtype_size(dt)), 0}};
   }
@@ -692,8 +696,7 @@ int reduction(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   // that many elements, which would overrun a copy of the datatype's span).
   shaddr_dtype dt;
   shaddr_op sop;
-  if (!map_dtype(type, &dt) || !map_op(op, &sop) || shaddr_op_supported(sop, dt) != 0)
-    return run();
+  if (!map_reduction(type, op, &dt, &sop)) return run();
   const bool is_root = all || k.ci->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   const Span sp = span_of(count, ti);

@@ -30,11 +30,12 @@ struct Complex {
   T re, im;
 };
 
-// MPI_FLOAT_INT and friends: struct { value; int index; } with C's padding.
-template <class V>
+// MPI_FLOAT_INT and friends: struct { value; int index; } with C's padding; Fortran's
+// MPI_2REAL and MPI_2DOUBLE_PRECISION: the index has the value's type.
+template <class V, class I = int>
 struct Pair {
   V value;
-  int index;
+  I index;
 };
 
 static_assert(sizeof(bool) == 1, "C_BOOL is handled as a byte");
@@ -67,6 +68,10 @@ SHADDR_ELEM(SHADDR_LONG_INT, Pair<long>);
 SHADDR_ELEM(SHADDR_2INT, Pair<int>);
 SHADDR_ELEM(SHADDR_SHORT_INT, Pair<short>);
 SHADDR_ELEM(SHADDR_LONG_DOUBLE_INT, Pair<long double>);
+using TwoFloat = Pair<float, float>;
+using TwoDouble = Pair<double, double>;
+SHADDR_ELEM(SHADDR_2FLOAT, TwoFloat);
+SHADDR_ELEM(SHADDR_2DOUBLE, TwoDouble);
 #undef SHADDR_ELEM
 
 // ---- MPI's table: which op applies to which class of type --------------------------------
@@ -93,6 +98,8 @@ constexpr Kind kind_of(shaddr_dtype t) {
     case SHADDR_2INT:
     case SHADDR_SHORT_INT:
     case SHADDR_LONG_DOUBLE_INT:
+    case SHADDR_2FLOAT:
+    case SHADDR_2DOUBLE:
       return Kind::kPair;
     default:
       return Kind::kInteger;
@@ -132,7 +139,7 @@ constexpr const char *kTypeName[] = {
     "BYTE",  "INT8",   "UINT8",       "INT16",          "UINT16",         "INT32",
     "UINT32", "INT64", "UINT64",      "FLOAT",          "DOUBLE",         "LONG_DOUBLE",
     "C_FLOAT_COMPLEX", "C_DOUBLE_COMPLEX", "C_LONG_DOUBLE_COMPLEX", "C_BOOL", "FLOAT_INT",
-    "DOUBLE_INT", "LONG_INT", "2INT", "SHORT_INT", "LONG_DOUBLE_INT"};
+    "DOUBLE_INT", "LONG_INT", "2INT", "SHORT_INT", "LONG_DOUBLE_INT", "2FLOAT", "2DOUBLE"};
 static_assert(std::size(kTypeName) == SHADDR_DTYPE_COUNT, "one name per shaddr_dtype");
 
 bool in_range(shaddr_op op, shaddr_dtype t) {
@@ -169,10 +176,11 @@ struct Loader<Complex<T>> {
   }
 };
 
-template <class V>
-struct Loader<Pair<V>> {
-  [[gnu::always_inline]] static Pair<V> load(const char *p) {
-    return {Loader<V>::load(p), Loader<int>::load(p + offsetof(Pair<V>, index))};
+template <class V, class I>
+struct Loader<Pair<V, I>> {
+  using P = Pair<V, I>;
+  [[gnu::always_inline]] static P load(const char *p) {
+    return {Loader<V>::load(p), Loader<I>::load(p + offsetof(P, index))};
   }
 };
 
@@ -192,10 +200,11 @@ template <class T>
   store(p + offsetof(Complex<T>, im), v.im);
 }
 
-template <class V>
-[[gnu::always_inline]] inline void store(char *p, const Pair<V> &v) {
+template <class V, class I>
+[[gnu::always_inline]] inline void store(char *p, const Pair<V, I> &v) {
+  using P = Pair<V, I>;
   store(p, v.value);
-  store(p + offsetof(Pair<V>, index), v.index);
+  store(p + offsetof(P, index), v.index);
 }
 
 // ---- The operations: apply(a, b) = a op b -------------------------------------------------
@@ -307,24 +316,24 @@ struct Op<SHADDR_OP_BXOR> {
 // MINLOC/MAXLOC: the smaller (larger) value wins; on equal (or unordered) values, the left value
 // with the smaller of the two indices.
 // Written without branches, so that the loops if-convert and vectorise.
-template <class V>
-Pair<V> pick(Pair<V> a, Pair<V> b, bool a_wins, bool b_wins) {
-  const int tie = b.index < a.index ? b.index : a.index;
+template <class V, class I>
+Pair<V, I> pick(Pair<V, I> a, Pair<V, I> b, bool a_wins, bool b_wins) {
+  const I tie = b.index < a.index ? b.index : a.index;
   return {b_wins ? b.value : a.value, b_wins ? b.index : (a_wins ? a.index : tie)};
 }
 
 template <>
 struct Op<SHADDR_OP_MINLOC> {
-  template <class V>
-  static Pair<V> apply(Pair<V> a, Pair<V> b) {
+  template <class V, class I>
+  static Pair<V, I> apply(Pair<V, I> a, Pair<V, I> b) {
     return pick(a, b, a.value < b.value, b.value < a.value);
   }
 };
 
 template <>
 struct Op<SHADDR_OP_MAXLOC> {
-  template <class V>
-  static Pair<V> apply(Pair<V> a, Pair<V> b) {
+  template <class V, class I>
+  static Pair<V, I> apply(Pair<V, I> a, Pair<V, I> b) {
     return pick(a, b, b.value < a.value, a.value < b.value);
   }
 };
@@ -499,6 +508,7 @@ constexpr int kDtypeSize[] = {
     sizeof(bool),
     sizeof(shaddr::Pair<float>), sizeof(shaddr::Pair<double>), sizeof(shaddr::Pair<long>),
     sizeof(shaddr::Pair<int>), sizeof(shaddr::Pair<short>), sizeof(shaddr::Pair<long double>),
+    sizeof(shaddr::Pair<float, float>), sizeof(shaddr::Pair<double, double>),
 };
 static_assert(std::size(kDtypeSize) == SHADDR_DTYPE_COUNT, "one size per shaddr_dtype");
 

@@ -8,7 +8,8 @@
 //   MIN, MAX             integers, floating; on unordered floats the left operand wins
 //   LAND, LOR, LXOR      integers, C_BOOL (any non-zero byte is true); results are 0 or 1
 //   BAND, BOR, BXOR      integers, BYTE
-//   MINLOC, MAXLOC       the {value; int index} pair types; ties take the smaller index
+//   MINLOC, MAXLOC       the {value; index} pair types (index: int, or the value's type for
+//                        2FLOAT/2DOUBLE); ties take the smaller index
 // Only the value bytes of an element are written (not the padding of long double or of the pair
 // types), so an element's padding keeps what the output buffer held.
 #pragma once

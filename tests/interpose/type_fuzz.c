@@ -9,10 +9,14 @@
  *     datatypes: the same type signature (m elements of one basic type) in a layout of its own
  *     (contiguous, indexed with the displacements shuffled, vectors with negative or gapped
  *     strides, resized to negative, zero or padded extents, structs and hindexed types with
- *     holes, types nested in types). Reductions use one layout on every rank, as MPI requires.
+ *     holes, types nested in types). Reductions use one predefined type on every rank, as MPI
+ *     requires, drawn from C's and Fortran's (INTEGER, REAL, DOUBLE PRECISION, COMPLEX,
+ *     LOGICAL, the MINLOC/MAXLOC pairs, ...) with an op MPI defines on it.
  *     The call runs through MPI_* and again through PMPI_* on copies of every buffer; every
  *     byte of every buffer (gaps hold a fill pattern) and the return codes must agree. A failure
  *     prints the seed and the case, so `--seed S` replays the same cases.
+ *     TYPE_FUZZ_EXPECT_LIB=1: every reduction must also be counted by the interposer as run by
+ *     libshaddr (one node, SHADDR_MIN=0: every predefined type and op drawn is libshaddr's).
  *     TYPE_FUZZ_SAME_MPI=1: MPI_* and PMPI_* are one implementation, the one under test (the
  *     patched MPICH), and reductions are judged against the exact sum: a case where either
  *     call's result is not the expected one is printed ("wrong (MPI_*: ..., PMPI_*: ...)")
@@ -27,6 +31,7 @@
  *     same lines, with a time limit against hangs. --only/--skip take comma-separated case
  *     names (the cases where the MPI itself hangs or corrupts memory are skipped for it).
  */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -37,11 +42,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shaddr_interpose.h"
+
 static int g_rank, g_size, g_errors;
 static unsigned long long g_seed;
 static int g_case;
 static int g_stock_wrong; /* cases where the MPI's own collective was wrong */
 static int g_same_mpi;	  /* TYPE_FUZZ_SAME_MPI: PMPI_* is the implementation under test */
+static int g_expect_lib;  /* TYPE_FUZZ_EXPECT_LIB: every reduction is libshaddr's (below) */
 #ifdef OPEN_MPI
 static const int g_open_mpi = 1;
 #else
@@ -252,9 +260,103 @@ static void buf_free(struct buf *b)
 	b->mem = NULL;
 }
 
+/* Reductions: C's and Fortran's predefined types, each with an op MPI defines on it, and how
+ * an element is made (element_value): 'i' int, 'l' 64-bit int, 'f' float, 'd' double, 'c'/'z'
+ * complex of float/double, 'b' LOGICAL (0 or 1), 'p'/'q'/'r' MINLOC/MAXLOC pairs of
+ * int/float/double. Values are integers and halves, so sums are exact in any order: the
+ * interposer's result must equal the MPI's bitwise. The data-moving collectives use int. */
+struct red {
+	MPI_Datatype t;
+	MPI_Op op;
+	const char *name;
+	char kind;
+	int size;
+};
+#define NRED 14
+
+/* The reductions drawn from; with TYPE_FUZZ_SAME_MPI only int and double (sum_put's). */
+static int reductions(struct red *out)
+{
+	const struct red all[NRED] = {
+		{ MPI_INT, MPI_SUM, "int", 'i', 4 },
+		{ MPI_DOUBLE, MPI_SUM, "double", 'd', 8 },
+		{ MPI_INTEGER, MPI_SUM, "INTEGER", 'i', 4 },
+		{ MPI_DOUBLE_PRECISION, MPI_SUM, "DOUBLE PRECISION", 'd', 8 },
+		{ MPI_REAL8, MPI_MAX, "REAL8 (MAX)", 'd', 8 },
+		{ MPI_REAL, MPI_SUM, "REAL", 'f', 4 },
+		{ MPI_INTEGER8, MPI_SUM, "INTEGER8", 'l', 8 },
+		{ MPI_COMPLEX, MPI_SUM, "COMPLEX", 'c', 8 },
+		{ MPI_DOUBLE_COMPLEX, MPI_SUM, "DOUBLE COMPLEX", 'z', 16 },
+		{ MPI_LOGICAL, MPI_LOR, "LOGICAL (LOR)", 'b', 4 },
+		{ MPI_LOGICAL, MPI_LXOR, "LOGICAL (LXOR)", 'b', 4 },
+		{ MPI_2INTEGER, MPI_MINLOC, "2INTEGER (MINLOC)", 'p', 8 },
+		{ MPI_2REAL, MPI_MAXLOC, "2REAL (MAXLOC)", 'q', 8 },
+		{ MPI_2DOUBLE_PRECISION, MPI_MINLOC, "2DOUBLE_PRECISION (MINLOC)", 'r', 16 },
+	};
+	const int n = g_same_mpi ? 2 : NRED;
+
+	memcpy(out, all, sizeof(all[0]) * (size_t)n);
+	return n;
+}
+
+/* Element @i of kind @kind (struct red) of the buffer tagged @tag (rank, block). */
+static void element_value(char *p, char kind, int i, int tag)
+{
+	switch (kind) {
+	case 'd':
+	case 'z': {
+		double v[2] = { tag * 1000003.0 + i * 0.5, tag * 7.0 - i * 0.5 };
+
+		memcpy(p, v, kind == 'd' ? 8 : 16);
+		break;
+	}
+	case 'f':
+	case 'c': {
+		float v[2] = { (float)((tag * 31 + i) % 4000) * 0.5f, (float)(tag % 50) - 0.5f };
+
+		memcpy(p, v, kind == 'f' ? 4 : 8);
+		break;
+	}
+	case 'l': {
+		long long v = tag * 10000000019LL + i;
+
+		memcpy(p, &v, 8);
+		break;
+	}
+	case 'b': {
+		int v = (tag + i) % 3 != 0;
+
+		memcpy(p, &v, 4);
+		break;
+	}
+	case 'p': {
+		int v[2] = { (tag + i) % 5, tag };
+
+		memcpy(p, v, 8);
+		break;
+	}
+	case 'q': {
+		float v[2] = { (float)((tag + i) % 5), (float)tag };
+
+		memcpy(p, v, 8);
+		break;
+	}
+	case 'r': {
+		double v[2] = { (tag + i) % 5 - 0.5, tag };
+
+		memcpy(p, v, 16);
+		break;
+	}
+	default: {
+		int v = tag * 1000003 + i;
+
+		memcpy(p, &v, 4);
+	}
+	}
+}
+
 /* Fills the data elements (in type-map order) with values of (rank, block, element). */
-static void buf_fill(struct buf *b, MPI_Datatype t, int count, MPI_Datatype basic, int bsz,
-		     int tag)
+static void buf_fill(struct buf *b, MPI_Datatype t, int count, char kind, int bsz, int tag)
 {
 	int tsize, n, pos = 0, i;
 
@@ -263,17 +365,8 @@ static void buf_fill(struct buf *b, MPI_Datatype t, int count, MPI_Datatype basi
 	if (n == 0)
 		return;
 	char *vals = malloc((size_t)n * bsz);
-	for (i = 0; i < n; i++) {
-		if (basic == MPI_DOUBLE) {
-			double v = tag * 1000003.0 + i * 0.5;
-
-			memcpy(vals + (size_t)i * bsz, &v, sizeof(v));
-		} else {
-			int v = tag * 1000003 + i;
-
-			memcpy(vals + (size_t)i * bsz, &v, sizeof(v));
-		}
-	}
+	for (i = 0; i < n; i++)
+		element_value(vals + (size_t)i * bsz, kind, i, tag);
 	MPI_Unpack(vals, n * bsz, &pos, b->ptr, count, t, MPI_COMM_SELF);
 	free(vals);
 }
@@ -386,12 +479,28 @@ static const char *const coll_name[NCOLL] = { "Bcast", "Reduce", "Allreduce", "G
 	"Allgather", "Alltoall", "Gatherv", "Scatterv", "Allgatherv", "Alltoallv" };
 static const int counts[] = { 0, 1, 2, 3, 7, 64, 255, 1024, 2048, 5000, 16384 };
 
+/* Reductions the interposer ran through libshaddr so far (its counters), or 0 without it. */
+static uint64_t lib_reductions(void)
+{
+	int (*get)(struct shaddr_interpose_stats *) =
+		(int (*)(struct shaddr_interpose_stats *))dlsym(RTLD_DEFAULT,
+								 "shaddr_interpose_get_stats");
+	struct shaddr_interpose_stats st;
+
+	if (!get || get(&st))
+		return 0;
+	return st.accelerated[SHADDR_IP_REDUCE] + st.accelerated[SHADDR_IP_ALLREDUCE];
+}
+
 static void one_case(struct rng *shared, struct rng *mine)
 {
 	enum coll c = (enum coll)pick(shared, NCOLL);
 	int reduction = c == REDUCE || c == ALLREDUCE;
-	MPI_Datatype basic = reduction && pick(shared, 2) ? MPI_DOUBLE : MPI_INT;
-	int bsz = basic == MPI_DOUBLE ? 8 : 4;
+	struct red reds[NRED];
+	const int nred = reductions(reds);
+	const struct red red = reds[reduction ? pick(shared, nred) : 0];
+	MPI_Datatype basic = red.t;
+	int bsz = red.size;
 	int m = 1 + pick(shared, 4);
 	int count = counts[pick(shared, (int)(sizeof(counts) / sizeof(counts[0])))];
 	int comm_kind = pick(shared, 3);
@@ -429,7 +538,7 @@ static void one_case(struct rng *shared, struct rng *mine)
 	if (reduction) {
 		count *= m;
 		st = rt = basic;
-		snprintf(sdesc, sizeof(sdesc), "%s", basic == MPI_DOUBLE ? "double" : "int");
+		snprintf(sdesc, sizeof(sdesc), "%s", red.name);
 		snprintf(rdesc, sizeof(rdesc), "%s", sdesc);
 	} else {
 		st = layout(mine, basic, bsz, m, 0, 0, sdesc, sizeof(sdesc));
@@ -533,20 +642,20 @@ static void one_case(struct rng *shared, struct rng *mine)
 
 	struct buf sb = { 0 }, rb = { 0 }, sb2, rb2;
 	buf_make(&sb, st, selems, 0xa5);
-	buf_fill(&sb, st, selems, basic, bsz, rank + 1);
+	buf_fill(&sb, st, selems, red.kind, bsz, rank + 1);
 	buf_make(&rb, rt, relems, 0x5a);
 	if (ip || c == BCAST)
-		buf_fill(&rb, rt, relems, basic, bsz, rank + 101);
+		buf_fill(&rb, rt, relems, red.kind, bsz, rank + 101);
 	if (c == BCAST) {
 		/* Bcast's buffer: the root's send layout is its receive layout. */
 		buf_free(&rb);
 		buf_make(&rb, is_root ? st : rt, count, 0x5a);
-		buf_fill(&rb, is_root ? st : rt, count, basic, bsz, is_root ? 7 : rank + 101);
+		buf_fill(&rb, is_root ? st : rt, count, red.kind, bsz, is_root ? 7 : rank + 101);
 	}
 	if (c == GATHER && ip) { /* the root's own block already in place */
 		buf_free(&rb);
 		buf_make(&rb, rt, count * size, 0x5a);
-		buf_fill(&rb, rt, count * size, basic, bsz, 55);
+		buf_fill(&rb, rt, count * size, red.kind, bsz, 55);
 	}
 	/* 2: the expected result; 3: what the MPI's own PMPI_* makes of the same call. */
 	struct buf sb3, rb3;
@@ -562,6 +671,7 @@ static void one_case(struct rng *shared, struct rng *mine)
 	int skip = only && atoi(only) != g_case;
 	const void *sp = ip ? MPI_IN_PLACE : sb.ptr, *sp2 = ip ? MPI_IN_PLACE : sb2.ptr;
 	int rc1 = 0, rc2 = 0;
+	uint64_t lib_before = 0;
 	MPI_Datatype bt = is_root ? st : rt;
 
 	int m_r; /* basic elements per receive element */
@@ -591,20 +701,22 @@ static void one_case(struct rng *shared, struct rng *mine)
 			expect_put(&rb2, rt, 0, count, FROM(root), bsz, 0);
 		break;
 	case REDUCE:
+		lib_before = lib_reductions();
 		rc1 = MPI_Reduce(ip ? MPI_IN_PLACE : sb.ptr, is_root ? rb.ptr : NULL, count, st,
-				 MPI_SUM, root, comm);
+				 red.op, root, comm);
 		if (own_sum && is_root)
 			sum_put(&rb2, basic, count, &in, size);
 		else if (!own_sum)
 			rc2 = PMPI_Reduce(ip ? MPI_IN_PLACE : sb2.ptr, is_root ? rb2.ptr : NULL, count,
-					  st, MPI_SUM, root, comm);
+					  st, red.op, root, comm);
 		break;
 	case ALLREDUCE:
-		rc1 = MPI_Allreduce(sp, rb.ptr, count, st, MPI_SUM, comm);
+		lib_before = lib_reductions();
+		rc1 = MPI_Allreduce(sp, rb.ptr, count, st, red.op, comm);
 		if (own_sum)
 			sum_put(&rb2, basic, count, &in, size);
 		else
-			rc2 = PMPI_Allreduce(sp2, rb2.ptr, count, st, MPI_SUM, comm);
+			rc2 = PMPI_Allreduce(sp2, rb2.ptr, count, st, red.op, comm);
 		break;
 	case GATHER:
 		rc1 = MPI_Gather(sp, scount, st, rb.ptr, rcount, rt, root, comm);
@@ -660,6 +772,11 @@ static void one_case(struct rng *shared, struct rng *mine)
 		break;
 	}
 #undef FROM
+	/* TYPE_FUZZ_EXPECT_LIB=1 (one node, SHADDR_MIN=0): each of these predefined types and ops,
+	 * C's and Fortran's, is libshaddr's to reduce, never forwarded. */
+	if (g_expect_lib && reduction && !skip && count > 0 && size > 1 &&
+	    lib_reductions() == lib_before)
+		fail("%s %s count %d: forwarded, not run by libshaddr", coll_name[c], red.name, count);
 	if (!skip && (!reduction || own_sum))
 		streams_free(&in);
 	/* The MPI's own result where the expectation is computed: where the MPI itself is wrong
@@ -865,6 +982,14 @@ static void mismatch_case(const char *name, int n)
 		} else if (!strcmp(name, "reduce-counts-differ")) {
 			int cnt = odd ? small : n;
 			rc = MPI_Reduce(S(cnt), rank == 0 ? R(cnt) : NULL, cnt, MPI_INT, MPI_SUM, 0, comm);
+		} else if (!strcmp(name, "reduce-integer-counts-differ")) {
+			/* a Fortran type libshaddr reduces, counts as in reduce-counts-differ */
+			int cnt = odd ? small : n;
+			rc = MPI_Reduce(S(cnt), rank == 0 ? R(cnt) : NULL, cnt, MPI_INTEGER, MPI_SUM, 0,
+					comm);
+		} else if (!strcmp(name, "allreduce-logical-sum")) {
+			/* an op MPI does not define on LOGICAL: on every rank */
+			rc = MPI_Allreduce(S(n), R(n), n, MPI_LOGICAL, MPI_SUM, comm);
 		} else if (!strcmp(name, "allreduce-counts-differ")) {
 			int cnt = odd ? small : n;
 			rc = MPI_Allreduce(S(cnt), R(cnt), cnt, MPI_INT, MPI_SUM, comm);
@@ -932,7 +1057,8 @@ static const char *const mismatch_names[] = {
 	"reduce-counts-differ", "allreduce-counts-differ", "allreduce-aliased", "alltoall-aliased",
 	"uncommitted-bcast", "uncommitted-allgather-recv", "uncommitted-alltoall-send",
 	"allgather-recv-in-place", "alltoall-recv-in-place", "allreduce-recv-in-place",
-	"allgatherv-recv-in-place", "alltoallv-recv-in-place",
+	"allgatherv-recv-in-place", "alltoallv-recv-in-place", "reduce-integer-counts-differ",
+	"allreduce-logical-sum",
 };
 
 /* In a comma-separated list? */
@@ -973,6 +1099,7 @@ int main(int argc, char **argv)
 	const char *same_mpi = getenv("TYPE_FUZZ_SAME_MPI");
 
 	g_same_mpi = same_mpi && atoi(same_mpi);
+	g_expect_lib = getenv("TYPE_FUZZ_EXPECT_LIB") && atoi(getenv("TYPE_FUZZ_EXPECT_LIB"));
 
 	g_seed = env_seed && *env_seed ? strtoull(env_seed, NULL, 0) :
 					 (unsigned long long)time(NULL) ^ (unsigned long long)getpid() << 20;

@@ -322,7 +322,7 @@ bool same_element(shaddr_dtype t, const unsigned char *a, const unsigned char *b
   switch (t) {
   case SHADDR_LONG_DOUBLE: return !std::memcmp(a, b, 10);
   case SHADDR_C_LONG_DOUBLE_COMPLEX: return !std::memcmp(a, b, 10) && !std::memcmp(a + 16, b + 16, 10);
-  case SHADDR_FLOAT_INT: case SHADDR_2INT: return !std::memcmp(a, b, 8);
+  case SHADDR_FLOAT_INT: case SHADDR_2INT: case SHADDR_2FLOAT: return !std::memcmp(a, b, 8);
   case SHADDR_DOUBLE_INT: case SHADDR_LONG_INT: return !std::memcmp(a, b, 12);
   case SHADDR_SHORT_INT: return !std::memcmp(a, b, 2) && !std::memcmp(a + 4, b + 4, 4);
   case SHADDR_LONG_DOUBLE_INT: return !std::memcmp(a, b, 10) && !std::memcmp(a + 16, b + 16, 4);
@@ -352,6 +352,8 @@ void make_input(shaddr_dtype t, unsigned char *p, size_t count, int rank, uint64
     case SHADDR_2INT: { int v[2] = {small, rank}; std::memcpy(e, v, 8); break; }
     case SHADDR_SHORT_INT: { short v = small; int k = rank; std::memcpy(e, &v, 2); std::memcpy(e + 4, &k, 4); break; }
     case SHADDR_LONG_DOUBLE_INT: { long double v = small; int k = rank; std::memcpy(e, &v, sizeof v); std::memcpy(e + 16, &k, 4); break; }
+    case SHADDR_2FLOAT: { float v[2] = {static_cast<float>(small), static_cast<float>(rank)}; std::memcpy(e, v, 8); break; }
+    case SHADDR_2DOUBLE: { double v[2] = {static_cast<double>(small), rank * 2.0}; std::memcpy(e, v, 16); break; }
     default:
       for (size_t b = 0; b < es; b++) e[b] = static_cast<unsigned char>(rng());
     }

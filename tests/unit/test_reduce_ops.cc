@@ -32,10 +32,10 @@ template <class T>
 struct Cx {
   T re, im;
 };
-template <class V>
+template <class V, class I = int>
 struct Loc {
   V value;
-  int index;
+  I index;
 };
 
 // ---- MPI's table, written out -----------------------------------------------------------
@@ -71,6 +71,8 @@ constexpr TypeRow kTypes[] = {
     {SHADDR_2INT, "2INT", 8, /*                          */ "..........xx"},
     {SHADDR_SHORT_INT, "SHORT_INT", 8, /*                */ "..........xx"},
     {SHADDR_LONG_DOUBLE_INT, "LONG_DOUBLE_INT", 32, /*   */ "..........xx"},
+    {SHADDR_2FLOAT, "2FLOAT", 8, /*                      */ "..........xx"},
+    {SHADDR_2DOUBLE, "2DOUBLE", 16, /*                   */ "..........xx"},
 };
 static_assert(std::size(kTypes) == SHADDR_DTYPE_COUNT);
 
@@ -113,6 +115,8 @@ void visit(shaddr_dtype t, F &&f) {
     case SHADDR_2INT: return f(Tag<Loc<int>>{});
     case SHADDR_SHORT_INT: return f(Tag<Loc<short>>{});
     case SHADDR_LONG_DOUBLE_INT: return f(Tag<Loc<long double>>{});
+    case SHADDR_2FLOAT: return f(Tag<Loc<float, float>>{});
+    case SHADDR_2DOUBLE: return f(Tag<Loc<double, double>>{});
     default: FAIL() << "no such type " << t;
   }
 }
@@ -159,9 +163,9 @@ Cx<T> ref(shaddr_op op, Cx<T> a, Cx<T> b) {
   return r;
 }
 
-template <class V>
-Loc<V> ref(shaddr_op op, Loc<V> a, Loc<V> b) {
-  Loc<V> r = a;
+template <class V, class I>
+Loc<V, I> ref(shaddr_op op, Loc<V, I> a, Loc<V, I> b) {
+  Loc<V, I> r = a;
   const bool b_better = op == SHADDR_OP_MINLOC ? b.value < a.value : b.value > a.value;
   const bool a_better = op == SHADDR_OP_MINLOC ? a.value < b.value : a.value > b.value;
   if (b_better) {
@@ -194,9 +198,9 @@ template <class T>
 bool same(const Cx<T> &x, const Cx<T> &y) {
   return same(x.re, y.re) && same(x.im, y.im);
 }
-template <class V>
-bool same(const Loc<V> &x, const Loc<V> &y) {
-  return same(x.value, y.value) && x.index == y.index;
+template <class V, class I>
+bool same(const Loc<V, I> &x, const Loc<V, I> &y) {
+  return same(x.value, y.value) && same(x.index, y.index);
 }
 
 template <class T>
@@ -211,9 +215,9 @@ template <class T>
 std::string show(const Cx<T> &x) {
   return "(" + show(x.re) + ", " + show(x.im) + ")";
 }
-template <class V>
-std::string show(const Loc<V> &x) {
-  return "{" + show(x.value) + ", " + std::to_string(x.index) + "}";
+template <class V, class I>
+std::string show(const Loc<V, I> &x) {
+  return "{" + show(x.value) + ", " + show(x.index) + "}";
 }
 
 // ---- Random operands ----------------------------------------------------------------------
@@ -252,10 +256,10 @@ struct Gen {
     x->re = scalar<T>();
     x->im = scalar<T>();
   }
-  template <class V>
-  void fill(Loc<V> *x) {
+  template <class V, class I>
+  void fill(Loc<V, I> *x) {
     x->value = static_cast<V>(rng() % 4);  // few values: many ties
-    x->index = static_cast<int>(rng() % 16);
+    x->index = static_cast<I>(rng() % 16);
   }
 
   // n random elements as bytes, padding (long double, pairs) random too.
@@ -412,7 +416,7 @@ void check_call(shaddr_op op, shaddr_dtype type, Call call, const std::vector<T>
         } else {
           using V = decltype(T{}.value);
           value_byte = k < value_bytes<V>() ||
-                       (k >= offsetof(T, index) && k < offsetof(T, index) + sizeof(int));
+                       (k >= offsetof(T, index) && k < offsetof(T, index) + sizeof(T{}.index));
         }
         if (!value_byte && g[k] != 0xa5) stray++;
       }
@@ -508,6 +512,8 @@ TEST(ReduceOps, DtypeSizes) {
   EXPECT_EQ(shaddr_dtype_size(SHADDR_2INT), int{sizeof(Loc<int>)});
   EXPECT_EQ(shaddr_dtype_size(SHADDR_SHORT_INT), int{sizeof(Loc<short>)});
   EXPECT_EQ(shaddr_dtype_size(SHADDR_LONG_DOUBLE_INT), int{sizeof(Loc<long double>)});
+  EXPECT_EQ(shaddr_dtype_size(SHADDR_2FLOAT), int{sizeof(Loc<float, float>)});
+  EXPECT_EQ(shaddr_dtype_size(SHADDR_2DOUBLE), int{sizeof(Loc<double, double>)});
   EXPECT_EQ(shaddr_dtype_size(SHADDR_C_LONG_DOUBLE_COMPLEX), int{sizeof(Cx<long double>)});
 }
 
@@ -574,14 +580,14 @@ TEST(ReduceOps, IntegerSumAndProdWrap) {
   }
 }
 
-template <class V>
+template <class V, class I = int>
 void check_loc_ties() {
-  SCOPED_TRACE(typeid(V).name());
+  SCOPED_TRACE(typeid(Loc<V, I>).name());
   for (ReduceIsa isa : {ReduceIsa::kBaseline, ReduceIsa::kAvx2}) {
     IsaScope scope(isa);
     if (!scope.ok()) continue;
     struct Case {
-      Loc<V> a, b, min, max;
+      Loc<V, I> a, b, min, max;
     };
     const Case cases[] = {
         {{3, 5}, {3, 2}, {3, 2}, {3, 2}},    // tie: smaller index, whichever side
@@ -597,11 +603,13 @@ void check_loc_ties() {
     if (std::is_same_v<V, long>) type = SHADDR_LONG_INT;
     if (std::is_same_v<V, short>) type = SHADDR_SHORT_INT;
     if (std::is_same_v<V, long double>) type = SHADDR_LONG_DOUBLE_INT;
+    if (std::is_same_v<I, float>) type = SHADDR_2FLOAT;
+    if (std::is_same_v<I, double>) type = SHADDR_2DOUBLE;
     // Each case repeated 37 times: vector loop and scalar tail.
-    std::vector<Loc<V>> a, b;
+    std::vector<Loc<V, I>> a, b;
     for (const Case &c : cases)
       for (int k = 0; k < 37; k++) a.push_back(c.a), b.push_back(c.b);
-    std::vector<Loc<V>> mn = a, mx(a.size());
+    std::vector<Loc<V, I>> mn = a, mx(a.size());
     ASSERT_EQ(reduce_apply(SHADDR_OP_MINLOC, type, mn.data(), b.data(), a.size()), 0);
     ASSERT_EQ(reduce_apply3(SHADDR_OP_MAXLOC, type, mx.data(), a.data(), b.data(), a.size()), 0);
     for (size_t i = 0; i < a.size(); i++) {
@@ -619,6 +627,8 @@ TEST(ReduceOps, MinlocMaxlocTies) {
   check_loc_ties<int>();
   check_loc_ties<short>();
   check_loc_ties<long double>();
+  check_loc_ties<float, float>();  // Fortran's 2REAL, 2DOUBLE_PRECISION: the index a float
+  check_loc_ties<double, double>();
 }
 
 // MIN/MAX keep the left operand when the two are unordered or equal: acc wins, so results do

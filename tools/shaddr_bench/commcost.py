@@ -37,20 +37,31 @@ def parse(text):
     return out
 
 
-def run_once(cmd, env, timeout):
-    """One comm_cost run: parse()'s dict with its seconds, or {error: why}."""
-    t0 = time.time()
+def run_program(cmd, env, timeout, what):
+    """Runs @cmd: (the finished process, None), or (None, {error: why}) when it was killed,
+    could not start, or printed no @what line (the last line of its output quoted)."""
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
                            timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"killed after {timeout} s"}
+        return None, {"error": f"killed after {timeout} s"}
     except OSError as e:
-        return {"error": str(e)}
+        return None, {"error": str(e)}
+    if what not in p.stdout:
+        tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
+        return None, {"error": f"exit {p.returncode}, no {what} line ({tail[0][:120]})"}
+    return p, None
+
+
+def run_once(cmd, env, timeout):
+    """One comm_cost run: parse()'s dict with its seconds, or {error: why}."""
+    t0 = time.time()
+    p, err = run_program(cmd, env, timeout, "comm_cost:")
+    if err:
+        return err
     rec = parse(p.stdout)
     if rec is None:
-        tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
-        return {"error": f"exit {p.returncode}, no comm_cost line ({tail[0][:120]})"}
+        return {"error": f"exit {p.returncode}, comm_cost's line not understood"}
     rec["seconds"] = round(time.time() - t0, 1)
     if rec["wrong"] or p.returncode:
         rec["error"] = "wrong results" if rec["wrong"] else f"exit {p.returncode}"

@@ -26,7 +26,7 @@ import time
 
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, lg, must_move, two_copy_model  # noqa: F401
 from .fit import fit_alpha_beta
-from . import commcost, confirm
+from . import commcost, confirm, fortran
 from .goals import (DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr,  # noqa: F401
                     losses_beyond_noise, losses_vs_best_stock)
 from .rounds import FAST_SHARE, merge_rounds
@@ -732,6 +732,7 @@ def report(doc, out_dir):
         md += goals(vm["contenders"], vm["copy_limit"], n, where + ", any shaddr configuration",
                     side=is_shaddr)
     md += commcost.section_md(doc.get("comm_cost"))
+    md += fortran.section_md(doc.get("fortran"))
     md += ["## The limit: memory copy on this machine (same run)\n",
            f"`build/tools/shaddr-copy-limit`: one core `memcpy`, and {limit['threads']} cores "
            "copying their own buffers at once, and one core copying what the other has just "
@@ -836,18 +837,32 @@ def summary(doc):
     return "\n".join(out)
 
 
-def run_comm_cost(build, args):
-    """commcost.measure() for each MPI (with --only: whose interposer-<mpi> it names)."""
-    reps = args.comm_cost_reps if args.comm_cost_reps is not None else 3 if args.short else 5
+def run_stock_vs_run(build, args, reps, option, measure, what):
+    """@measure(build, mpis, ranks, @reps, launcher, say) for each MPI (with --only: whose
+    interposer-<mpi> it names), stock against shaddr-run; @option is the setting of @reps."""
     if reps <= 0:
-        return {"skipped": "--comm-cost-reps 0"}
+        return {"skipped": f"{option} 0"}
     keep = set(args.only.split(",")) if args.only else None
     mpis = [m for m in ("mpich", "openmpi") if keep is None or f"interposer-{m}" in keep]
     if not mpis:
         return {"skipped": "--only names no interposer-<mpi>"}
-    say(f"communicator cost: tests/interpose/comm_cost on {', '.join(mpis)}, stock and under "
-        f"shaddr-run, {reps} times each, alternating")
-    return commcost.measure(build, mpis, args.ranks, reps, launcher, say)
+    say(f"{what} on {', '.join(mpis)}, stock and under shaddr-run, {reps} times each, "
+        "alternating")
+    return measure(build, mpis, args.ranks, reps, launcher, say)
+
+
+def run_comm_cost(build, args):
+    """commcost.measure(): what a communicator costs."""
+    reps = args.comm_cost_reps if args.comm_cost_reps is not None else 3 if args.short else 5
+    return run_stock_vs_run(build, args, reps, "--comm-cost-reps", commcost.measure,
+                            "communicator cost: tests/interpose/comm_cost")
+
+
+def run_fortran(build, args):
+    """fortran.measure(): Fortran's bindings against C."""
+    reps = args.fortran_reps if args.fortran_reps is not None else 1 if args.short else 3
+    return run_stock_vs_run(build, args, reps, "--fortran-reps", fortran.measure,
+                            "Fortran bindings: shaddr-fortran-bench")
 
 
 def main():
@@ -883,6 +898,9 @@ def main():
                     help="runs of tests/interpose/comm_cost per MPI and side (stock, shaddr-run), "
                          "alternating, within about 40 s (default 5; --short 3; 0: none); with "
                          "--only, on the MPIs whose interposer-<mpi> it names")
+    ap.add_argument("--fortran-reps", type=int,
+                    help="runs of shaddr-fortran-bench per MPI, binding and side (stock, "
+                         "shaddr-run) (default 3; --short 1; 0: none)")
     ap.add_argument("--only", help="comma-separated contender names (default: all)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not measure this machine's calibration first when it is missing or "
@@ -949,9 +967,10 @@ def main():
     res = {c.name: merge_rounds(runs[c.name]) for c in cs}
     confirmation = ({"skipped": "not run in the module part"} if args.inner_vm else
                     confirm_losses(cs, res, bench, args, out_dir))
-    comm_cost = None
+    comm_cost = fortran_res = None
     if not args.inner_vm:
         comm_cost = run_comm_cost(build, args)
+        fortran_res = run_fortran(build, args)
     refs = [r["cross_core_ref_Bps"] for v in runs.values() for r in v
             if r.get("cross_core_ref_Bps")]
     if refs and max(refs) > 1.5 * min(refs):
@@ -967,7 +986,7 @@ def main():
            "kernel": args.kernel, "copy_limit": limit, "contenders": res, "node_bw": node_bw,
            "module_params": module_params(), "rounds": max(1, args.rounds),
            "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read,
-           "confirmation": confirmation, "comm_cost": comm_cost}
+           "confirmation": confirmation, "comm_cost": comm_cost, "fortran": fortran_res}
     if not args.inner_vm:
         doc["vm"] = run_vm(vm_cs if not args.only else
                            [c for c in vm_cs if c.name in set(args.only.split(","))],

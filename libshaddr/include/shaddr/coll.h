@@ -34,7 +34,9 @@ typedef struct shaddr_comm shaddr_comm_t;
 
 /*
  * Element types of reductions, by representation. The MINLOC/MAXLOC pair types have the layout
- * of the C structs MPI defines for MPI_FLOAT_INT etc. (value, then int index; padded as C pads).
+ * of the C structs MPI defines for MPI_FLOAT_INT etc. (value, then int index; padded as C pads);
+ * SHADDR_2FLOAT and SHADDR_2DOUBLE are Fortran's MPI_2REAL and MPI_2DOUBLE_PRECISION, whose
+ * index has the value's type.
  */
 enum shaddr_dtype {
 	SHADDR_BYTE,		/* bitwise ops only */
@@ -59,6 +61,8 @@ enum shaddr_dtype {
 	SHADDR_2INT,
 	SHADDR_SHORT_INT,
 	SHADDR_LONG_DOUBLE_INT,
+	SHADDR_2FLOAT,
+	SHADDR_2DOUBLE,
 	SHADDR_DTYPE_COUNT
 };
 
