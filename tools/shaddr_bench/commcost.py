@@ -6,9 +6,9 @@ MPI_Allreduce, MPI_Comm_free) within LOOP_GOAL x stock; stated: the set-up that 
 libshaddr collective (a 1 MiB MPI_Allreduce) pays on a fresh communicator."""
 import os
 import re
-import subprocess
 import time
 
+from . import proc
 from .goals import median
 from .text import md_table
 
@@ -40,13 +40,9 @@ def parse(text):
 def run_once(cmd, env, timeout):
     """One comm_cost run: parse()'s dict with its seconds, or {error: why}."""
     t0 = time.time()
-    try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"killed after {timeout} s"}
-    except OSError as e:
-        return {"error": str(e)}
+    p, why = proc.run(cmd, env, timeout)
+    if p is None:
+        return {"error": why}
     rec = parse(p.stdout)
     if rec is None:
         tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
