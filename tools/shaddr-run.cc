@@ -52,7 +52,8 @@ Options:
   -h, --help   this text
 
 libshaddr-heap.so is preloaded too, first (it must be the program's malloc), so that peers
-read each other's heap buffers by pointer; SHADDR_HEAP=off leaves it out.
+read each other's heap buffers by pointer; SHADDR_HEAP=off leaves it out. With it, UCX's
+memory hooks are off (UCX_MEM_EVENTS=no, unless set): they would skip the heap's madvise.
 
 Environment: SHADDR_INTERPOSE_DIR overrides where the libraries are looked for (default: the
 build tree next to this program); SHADDR_BACKEND, SHADDR_HEAP, SHADDR_NODES, SHADDR_VERBOSE, ...
@@ -382,12 +383,21 @@ int main(int argc, char **argv) {
   const char *old = std::getenv("LD_PRELOAD");
   const std::string preload =
       (heap.empty() ? "" : heap + ":") + lib + (old && *old ? ":" + std::string(old) : "");
+  // UCX (MPICH's ch4:ucx, Open MPI's pml ucx) watches madvise, mremap, ... by overwriting the
+  // first bytes of the function the lookup finds first ("bistro" hooks), which is the heap's,
+  // and then makes the system call itself: the heap's private-memory rules (docs/heap.md)
+  // would be skipped. Its other mode ("reloc") hangs MPICH 4.0.2's MPI_Init here. Without the
+  // memory events UCX registers RDMA memory without its cache (correct, slower across
+  // InfiniBand nodes); on one node it needs none. Unless the user chose.
+  const bool ucx_events_off = !heap.empty() && !std::getenv("UCX_MEM_EVENTS");
 
   if (launcher) {
     std::vector<std::string> cmd{args[0]};
     if (mpi == "mpich") {
+      if (ucx_events_off) cmd.insert(cmd.end(), {"-genv", "UCX_MEM_EVENTS", "no"});
       cmd.insert(cmd.end(), {"-genv", "LD_PRELOAD", preload});
     } else {
+      if (ucx_events_off) cmd.insert(cmd.end(), {"-x", "UCX_MEM_EVENTS=no"});
       cmd.insert(cmd.end(), {"-x", "LD_PRELOAD=" + preload});
     }
     cmd.insert(cmd.end(), args.begin() + 1, args.end());
@@ -406,5 +416,6 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (setenv("LD_PRELOAD", preload.c_str(), 1) != 0) die("cannot set LD_PRELOAD");
+  if (ucx_events_off && setenv("UCX_MEM_EVENTS", "no", 0) != 0) die("cannot set UCX_MEM_EVENTS");
   exec_or_die(args);
 }

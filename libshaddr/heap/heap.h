@@ -61,12 +61,42 @@
 //   memory instead (its heap is then off for sharing); if even that fails it aborts rather
 //   than share memory with its parent.
 //
+// Private-anonymous semantics (memops.cc)
+//   A memfd mapped MAP_SHARED is not what glibc's malloc hands out, and the kernel treats the
+//   two differently (madvise(2), mprotect(2), mremap(2)). The library defines madvise,
+//   mprotect, pkey_mprotect, mremap and mbind, so a call on a heap range behaves as on private
+//   anonymous memory:
+//   - MADV_DONTNEED, MADV_DONTNEED_LOCKED, MADV_FREE: the kernel checks the range first (the
+//     same MADV_DONTNEED call on the shared mapping: EINVAL on locked pages as on private
+//     ones), then the pages are hole-punched from the file: they read as zeros here and in
+//     every peer's mapping (the punch unmaps them there too). MADV_REMOVE works on the file
+//     already (private memory would refuse it).
+//   - Calls whose effect would differ on a shared file mapping, or survive fork() where the
+//     heap's fork copy (below) would drop it: MADV_WIPEONFORK, MADV_DONTFORK, MADV_MERGEABLE,
+//     MADV_HUGEPAGE, MADV_COLLAPSE, MADV_GUARD_INSTALL, any advice this library does not know,
+//     any advice the kernel refuses on the shared range with EINVAL, mprotect() to anything but
+//     PROT_READ|PROT_WRITE, pkey_mprotect(), mbind(), mremap(): the pages are first *withdrawn*
+//     from the heap: replaced in place (mremap) by private anonymous memory holding the same
+//     bytes, punched from the file, and marked in the heap's withdrawn table, so that neither
+//     this process (contains()) nor a peer (range_withdrawn()) reads them through the file
+//     again. Then the kernel's own call runs on private memory. Withdrawn pages go back to the
+//     heap (the file mapped again, zeros) when their block is freed or jemalloc purges them.
+//   - The rest (MADV_NORMAL ... MADV_WILLNEED, MADV_COLD, MADV_PAGEOUT, MADV_POPULATE_*,
+//     MADV_DONTDUMP/DODUMP, MADV_KEEPONFORK, MADV_DOFORK, mlock*, msync, mincore, posix_madvise)
+//     behaves alike on both kinds of memory and is not intercepted or passed through.
+//   A raw syscall() (or a library that makes its own system calls) bypasses this: on a heap
+//   range it then gets the shared mapping's answer.
+//
 // When the heap steps aside (status().reason says which)
 //   - sanitizer builds (SHADDR_SANITIZE, or -fsanitize=address/thread/memory): the malloc
 //     family is not defined at all, the sanitizer's allocator stays in charge;
 //   - a program that brings its own allocator: at load, dlsym(RTLD_DEFAULT, "malloc") is not
 //     this library's malloc (the executable, or a library before us in the lookup order,
 //     defines it); then this malloc is never called by the program and the heap stays off.
+//     One after us (a libjemalloc the program links, a tcmalloc preloaded after us): this
+//     malloc family sends every call there (NextAllocator, heap_internal.h), so that its own
+//     API (mallocx, then free) keeps working, and the heap stays off. Found at the first
+//     malloc-family call, before any block is handed out;
 //     A library that merely depends on libshaddr-heap and is preloaded comes after glibc in
 //     that order: preload libshaddr-heap itself (the reason says so);
 //   - memfd_create() or the reservation fails (seccomp, RLIMIT_NOFILE, RLIMIT_AS, ...).
@@ -80,14 +110,15 @@
 //     handlers and copy nothing. A raw clone()/_Fork() child without CLONE_VM shares the heap
 //     with its parent until it execs. If the fork handler cannot make its pipe (no fds left), the
 //     parent does not wait for the child's copy.
-//   - A heap malloc+free pair costs more than glibc's, most above 64 KiB, where the thread
-//     caches end (docs/defaults.md).
+//   - realloc growing a block copies it where glibc may extend it in place or mremap it (a
+//     heap file cannot move pages); a block that grows gets as much room again (malloc.cc).
 //   - memfd pages are shmem: not charged against strict overcommit (vm.overcommit_memory=2),
 //     no transparent huge pages unless shmem_enabled allows them.
 //   - The private jemalloc reads MALLOC_CONF like any jemalloc.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 namespace shaddr::heap {
@@ -109,6 +140,33 @@ struct Status {
   std::size_t exhausted = 0; // times jemalloc asked for more than the range had left (those
                              // allocations went to the normal allocator)
 };
+
+// The withdrawn table: the first bytes of every heap file (so at base()), read by peers
+// through their mapping. words[1] counts withdrawn pages (0: none, the common case: one load);
+// bit p of the bitmap that starts at word kWithdrawnHeaderWords says page p of the range
+// (file offset p << words[2]) is private to its owner now: not to be read through the file.
+inline constexpr std::uint64_t kWithdrawnMagic = 0x7368616464724877ull;  // "shaddrHw"
+inline constexpr std::size_t kWithdrawnHeaderWords = 4;  // magic, pages, lg page size, bits
+
+// Whether any byte of [off, off + len) of the heap file mapped at @file_map lies on a
+// withdrawn page (heap.h above). len 0 is treated as 1.
+inline bool range_withdrawn(const void *file_map, std::size_t off, std::size_t len) {
+  const auto *w = static_cast<const std::uint64_t *>(file_map);
+  if (__atomic_load_n(&w[1], __ATOMIC_ACQUIRE) == 0 || w[0] != kWithdrawnMagic) return false;
+  const unsigned lg = static_cast<unsigned>(w[2]);
+  const std::size_t first = off >> lg, last = (off + (len ? len : 1) - 1) >> lg;
+  if (first >= w[3]) return false;
+  const std::uint64_t *bits = w + kWithdrawnHeaderWords;
+  for (std::size_t p = first; p <= last && p < w[3];) {
+    const std::size_t word = p / 64, lo = p % 64;
+    const std::size_t hi = last / 64 == word ? last % 64 : 63;
+    const std::uint64_t mask = (hi == 63 ? ~std::uint64_t{0} : (std::uint64_t{2} << hi) - 1) &
+                               ~((std::uint64_t{1} << lo) - 1);
+    if (__atomic_load_n(&bits[word], __ATOMIC_RELAXED) & mask) return true;
+    p = (word + 1) * 64;
+  }
+  return false;
+}
 
 // The heap's state; initialises it on first use (normally done at load).
 Status status();
@@ -141,9 +199,9 @@ std::size_t file_size();
 std::size_t file_resident();
 
 // Returns every unused page of the heap to the system now (jemalloc's arena purge, which
-// hole-punches), after giving back the blocks the calling thread's cache holds (up to 64 KiB
-// each; other threads' caches go when those threads exit). Normally jemalloc's decay does
-// this within about a second of activity.
+// hole-punches), after giving back the blocks the calling thread's cache holds (up to 8 MiB
+// each; other threads' caches go when those threads exit). Otherwise freed pages stay, as
+// glibc keeps its heap's, until 1 GiB has been freed since the last purge and 10 s have passed.
 void purge();
 
 // How libshaddr finds the heap of its process without linking libshaddr-heap (which must come

@@ -20,12 +20,64 @@ inline bool in_heap(const void *p) {
          g_size.load(std::memory_order_relaxed);
 }
 
+// The allocator behind this malloc family when the heap does not take a request: glibc's
+// (nullptr), or the one the program brings after libshaddr-heap in the lookup order (a
+// libjemalloc it links, a preloaded tcmalloc): then the heap is off and every call goes there.
+struct NextAllocator {
+  void *(*malloc)(std::size_t);
+  void (*free)(void *);
+  void *(*calloc)(std::size_t, std::size_t);
+  void *(*realloc)(void *, std::size_t);
+  void *(*memalign)(std::size_t, std::size_t);
+  std::size_t (*usable_size)(void *);
+};
+extern std::atomic<const NextAllocator *> g_next;
+
+// Whether the heap has started (or is starting, in this thread's recursion): the malloc family
+// starts it at its first call, so that it knows which allocator to use before it hands out
+// any block (a library's constructor may allocate before this library's runs).
+extern std::atomic<bool> g_started;
+void start();
+inline void started() {
+  if (__builtin_expect(!g_started.load(std::memory_order_relaxed), 0)) start();
+}
+
 // jemalloc on the heap's arena. Each returns nullptr when the heap is off or full; none sets
 // errno. align 0: default alignment.
 void *engine_alloc(std::size_t size, std::size_t align, bool zero);
 void *engine_realloc(void *p, std::size_t size);  // p in the heap
+// Resizes p (in the heap) where it is to at least size bytes, and up to size + extra if
+// there is room; false if not even size fits there (p unchanged).
+bool engine_grow_in_place(void *p, std::size_t size, std::size_t extra);
 void engine_free(void *p);                         // p in the heap
+// @n bytes of heap blocks were freed: now and then, the arena's free pages go back (heap.cc).
+void note_freed(std::size_t n);
 std::size_t engine_usable_size(const void *p);     // p in the heap
+
+// Pages a program withdrew from the heap (memops.cc, heap.h "Private-anonymous semantics"):
+// their count in this process (0: none, the fast paths' one load).
+extern std::atomic<std::size_t> g_withdrawn;
+
+// The kernel's own calls, for this library's code (it defines madvise and mremap itself).
+int raw_madvise(void *addr, std::size_t len, int advice);
+void *raw_mremap(void *old, std::size_t old_len, std::size_t new_len, int flags, void *new_addr);
+
+// What the pages of an address range are: not the heap's file (outside the range handed out,
+// the table, or the heap off or private to a fork child), the heap's shared file pages, or
+// withdrawn ones (private anonymous memory now).
+enum class Pages { other, shared, withdrawn };
+// The kind of the page at @a (page aligned), and the end of its run of that kind, at most @e.
+std::uintptr_t page_run(std::uintptr_t a, std::uintptr_t e, Pages *kind);
+// Hole-punches [a, e) of the heap file (page aligned): zeros here and in peers' mappings.
+bool punch_range(std::uintptr_t a, std::uintptr_t e);
+// Moves the shared pages of [a, e) (page aligned) out of the heap: private anonymous memory
+// with the same bytes in their place, the file's copy punched, marked withdrawn. false with
+// errno (ENOMEM) if that could not be done; pages done so far stay withdrawn.
+bool withdraw_range(std::uintptr_t a, std::uintptr_t e);
+// Gives the withdrawn pages within [a, e) back to the heap: the file mapped again (zeros).
+void restore_range(std::uintptr_t a, std::uintptr_t e);
+// Whether [p, p + len) of the heap holds a withdrawn page.
+bool block_withdrawn(const void *p, std::size_t len);
 
 // The settings grammar of libshaddr's registry (libshaddr/src/settings.h), without malloc:
 // surrounding blanks ignored; a size is digits (0x hex, a leading 0 octal, as strtoull) and at

@@ -31,6 +31,9 @@ namespace {
 
 using namespace shaddr::heap::detail;
 
+// The most a growing block gets beyond its request (realloc below).
+constexpr size_t kGrowRoomMax = size_t{256} << 20;
+
 bool routed(size_t n) { return n >= g_route_min.load(std::memory_order_relaxed); }
 
 size_t page_size() {
@@ -40,8 +43,45 @@ size_t page_size() {
 
 bool power_of_two(size_t a) { return a && !(a & (a - 1)); }
 
+// A heap block going back to the allocator: pages the program withdrew from the heap
+// (memops.cc) get the file back, so that the block is shared again when it is handed out next.
+// Only blocks with pages of their own (jemalloc's large ones, from 16 KiB, page aligned): a
+// smaller one shares its pages, which go back when jemalloc purges them.
+void release_block(void *p) {
+  const size_t n = engine_usable_size(p);
+  if (g_withdrawn.load(std::memory_order_relaxed)) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (n >= 16384 && !(a & (page_size() - 1))) restore_range(a, a + n);
+  }
+  engine_free(p);
+  note_freed(n);
+}
+
+// The normal allocator: glibc's, or the program's own (g_next, heap_internal.h).
+void *normal_malloc(size_t n) {
+  const NextAllocator *x = g_next.load(std::memory_order_relaxed);
+  return x ? x->malloc(n) : __libc_malloc(n);
+}
+void normal_free(void *p) {
+  const NextAllocator *x = g_next.load(std::memory_order_relaxed);
+  x ? x->free(p) : __libc_free(p);
+}
+void *normal_calloc(size_t n, size_t m) {
+  const NextAllocator *x = g_next.load(std::memory_order_relaxed);
+  return x ? x->calloc(n, m) : __libc_calloc(n, m);
+}
+void *normal_realloc(void *p, size_t n) {
+  const NextAllocator *x = g_next.load(std::memory_order_relaxed);
+  return x ? x->realloc(p, n) : __libc_realloc(p, n);
+}
+void *normal_memalign(size_t a, size_t n) {
+  const NextAllocator *x = g_next.load(std::memory_order_relaxed);
+  return x ? x->memalign(a, n) : __libc_memalign(a, n);
+}
+
 // glibc's malloc_usable_size (this library defines the name, so look it up behind us).
 size_t glibc_usable_size(void *p) {
+  if (const NextAllocator *x = g_next.load(std::memory_order_relaxed)) return x->usable_size(p);
   using fn = size_t (*)(void *);
   static std::atomic<fn> f{nullptr};
   fn g = f.load(std::memory_order_acquire);
@@ -61,9 +101,10 @@ size_t usable_size(void *p) {
 
 // Aligned allocation with glibc's memalign conventions: align is a power of two.
 void *aligned(size_t align, size_t n) {
+  started();
   if (routed(n))
     if (void *p = engine_alloc(n, align, false)) return p;
-  return __libc_memalign(align, n);
+  return normal_memalign(align, n);
 }
 
 }  // namespace
@@ -71,18 +112,19 @@ void *aligned(size_t align, size_t n) {
 #define HEAP_EXPORT extern "C" __attribute__((visibility("default")))
 
 extern "C" __attribute__((visibility("default"))) void *shaddr_heap_malloc(size_t n) {
+  started();
   if (routed(n))
     if (void *p = engine_alloc(n, 0, false)) return p;
-  return __libc_malloc(n);
+  return normal_malloc(n);
 }
 
 HEAP_EXPORT void *malloc(size_t n) __attribute__((alias("shaddr_heap_malloc")));
 
 HEAP_EXPORT void free(void *p) {
   if (in_heap(p))
-    engine_free(p);
+    release_block(p);
   else
-    __libc_free(p);
+    normal_free(p);
 }
 
 HEAP_EXPORT void *calloc(size_t n, size_t m) {
@@ -91,37 +133,63 @@ HEAP_EXPORT void *calloc(size_t n, size_t m) {
     errno = ENOMEM;
     return nullptr;
   }
+  started();
   if (routed(total))
     if (void *p = engine_alloc(total, 0, true)) return p;
-  return __libc_calloc(n, m);
+  return normal_calloc(n, m);
 }
 
 HEAP_EXPORT void *realloc(void *p, size_t n) {
   if (!p) return shaddr_heap_malloc(n);
+  started();
   if (!in_heap(p)) {
-    if (!routed(n)) return __libc_realloc(p, n);
+    if (!routed(n)) return normal_realloc(p, n);
     // Growing across the threshold: into the heap.
     void *q = engine_alloc(n, 0, false);
-    if (!q) return __libc_realloc(p, n);
+    if (!q) return normal_realloc(p, n);
     size_t old = glibc_usable_size(p);
     memcpy(q, p, old < n ? old : n);
-    __libc_free(p);
+    normal_free(p);
     return q;
   }
   if (n == 0) {  // glibc's realloc(p, 0): free, return NULL
-    engine_free(p);
+    release_block(p);
     return nullptr;
   }
   size_t old = engine_usable_size(p);
+  if (block_withdrawn(p, old)) {  // moved by hand, so that its pages are given back
+    void *q = routed(n) ? engine_alloc(n, 0, false) : nullptr;
+    if (!q) q = normal_malloc(n);
+    if (!q) return nullptr;
+    memcpy(q, p, old < n ? old : n);
+    release_block(p);
+    return q;
+  }
   if (routed(n) || g_route_min.load(std::memory_order_relaxed) == SIZE_MAX) {
     // Stays in the heap (in mpi-alloc-only mode, heap memory stays there whatever its size).
+    // glibc grows a block in place where it can (at the top of its heap, or by mremap); the
+    // heap's file cannot move pages, so a block that grows gets room to grow further: as
+    // much again beyond the request, in place if its neighbour is free, else where it moves.
+    // Untouched pages of a heap file cost nothing. A block that still fits stays.
+    if (n <= old && n >= old / 2) return p;
+    if (n > old) {
+      const size_t room = n < kGrowRoomMax ? n : kGrowRoomMax;
+      size_t want;
+      if (__builtin_add_overflow(n, room, &want)) want = n;
+      if (engine_grow_in_place(p, n, want - n)) return p;
+      if (void *q = engine_alloc(want, 0, false)) {
+        memcpy(q, p, old);
+        release_block(p);
+        return q;
+      }
+    }
     if (void *q = engine_realloc(p, n)) return q;
   }
   // Shrinking below the threshold, or the heap is full: out of it.
-  void *q = __libc_malloc(n);
+  void *q = normal_malloc(n);
   if (!q) return nullptr;  // p stays valid, as realloc promises
   memcpy(q, p, old < n ? old : n);
-  engine_free(p);
+  release_block(p);
   return q;
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 
+#include "child_preload.h"
 #include "settings.h"
 #include "types.h"
 #include "next_mpi.h"  // last: PMPI_* below are the MPI's own
@@ -564,6 +565,7 @@ void init_globals(bool at_init) {
   PMPI_Finalized(&finalized);
   if (!initialized || finalized) return;
   g_inited = true;
+  shaddr::drop_preload_for_children();  // its children are not ranks (docs/heap.md)
   std::string bad;
   const int bad_err = read_settings(&g_settings, &bad);
   // The interposer's settings decide, on each rank alone, whether a call goes to libshaddr or

@@ -7,6 +7,11 @@
 // the inner backend unchanged. Decided per transfer, by address: an owner's heap is used only
 // if every peer maps it, so owner and readers agree on the path of every exposure.
 //
+// Pages the owner withdrew from its heap (a call such as mprotect or MADV_WIPEONFORK that
+// shared memory would answer differently made them private: heap.h) are marked in the table at
+// the start of its file; a transfer that touches one goes to the inner backend, on the owner's
+// side (contains()) and here alike.
+//
 // Reads only: the peers' heaps are mapped read-only, so write() goes to the inner backend.
 // A read beyond the file's size as last seen looks again (fstat) before it is taken for a heap
 // read, so an address in the reserved range that the owner never handed out is not a SIGBUS
@@ -16,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "../heap/heap.h"
 #include "backend.h"
 #include "heap_share.h"
 
@@ -100,6 +106,8 @@ class HeapBackend final : public Backend {
       h.readable = static_cast<size_t>(sb.st_size);
       if (off + n > h.readable) return nullptr;
     }
+    // Pages the owner withdrew from its heap (heap.h) hold its data elsewhere now.
+    if (heap::range_withdrawn(h.map, off, n)) return nullptr;
     return h.map + off;
   }
   void count(int peer, size_t len) {

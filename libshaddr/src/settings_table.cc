@@ -155,6 +155,11 @@ constexpr SettingDef kSettings[] = {
           "address space a process reserves for its heap (and maps once per node peer); "
           "allocations beyond it go to glibc"),
     // --- the interposer: equal on every rank of the job, agreed at MPI_Init ---
+    typed("SHADDR_PRELOAD_CHILDREN", T::kBool, L::kInterposer, kRank, kEnvOnly, 0, 0, "", "`0`",
+          "`0`: once a process is an MPI rank (at `MPI_Init`), the processes it starts "
+          "(`system`, `popen`, `posix_spawn`, `exec`) do not inherit `libshaddr-heap.so` and the "
+          "interposer from `LD_PRELOAD`; `1`: they do (a rank that launches another MPI job "
+          "under shaddr); docs/heap.md"),
     typed("SHADDR_NODES", T::kInt, L::kInterposer, kEqual, kEnvOnly, 0, 1 << 20, "", "`0`",
           "interposer, testing aid: cut each node into this many virtual nodes (blocks of node "
           "ranks), so the multi-node hierarchy runs on one machine; `0`/`1`: real nodes"),

@@ -43,11 +43,12 @@ bool in_heap(const void *p) { return heap::contains(p, 1).has_value(); }
 // A child that died early must fail a test, not kill it with SIGPIPE.
 const bool g_no_sigpipe = std::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
 
-// Memory allocated before the heap existed: a preinit_array function runs before every
-// constructor of the executable, the heap's included.
+// Memory glibc handed out before this malloc family was in charge (the heap starts at its
+// first call, so this is what a library got from glibc directly, or before libshaddr-heap was
+// relocated): a preinit_array function runs before every constructor of the executable.
 void *g_early = nullptr;
 void allocate_early() {
-  g_early = std::malloc(MiB);
+  g_early = __libc_malloc(MiB);
   if (g_early) std::memset(g_early, 0x5e, MiB);
 }
 __attribute__((section(".preinit_array"), used)) void (*g_preinit)() = allocate_early;
@@ -518,7 +519,7 @@ TEST(HeapPurge, FreedPagesLeaveTheFileAndRss) {
   std::free(q);
 }
 
-// The heap's thread caches (blocks up to 64 KiB, so that such a malloc+free pair does not take
+// The heap's thread caches (blocks up to 8 MiB, so that such a malloc+free pair does not take
 // jemalloc's extent path) hold freed blocks: a thread's goes back when the thread exits, the
 // caller's own with purge(), and then their pages leave the file like any other.
 TEST(HeapPurge, ThreadCachesGiveBackWhatTheyHold) {
@@ -595,6 +596,110 @@ TEST(HeapPeer, ReadsOurHeapThroughThePassedFd) {
   EXPECT_TRUE(r.ok()) << r.out;
   EXPECT_NE(r.out.find("round 1: offset " + std::to_string(*off) + ", 0 bad bytes"), std::string::npos) << r.out;
   std::free(a);
+}
+
+// madvise(MADV_DONTNEED) on heap memory reads back zeros, here and in a peer's mapping of the
+// file (map_peer(), as libshaddr maps a peer's heap), and the pages leave the file.
+TEST(HeapPrivate, DontneedZeroesHereAndInAPeersMapping) {
+  REQUIRE_HEAP();
+  const std::size_t n = 4 * MiB;
+  auto *a = static_cast<unsigned char *>(std::malloc(n + 4096));
+  auto *p = reinterpret_cast<unsigned char *>((reinterpret_cast<std::uintptr_t>(a) + 4095) & ~std::uintptr_t{4095});
+  ASSERT_TRUE(in_heap(p));
+  const heap::Status st = heap::status();
+  auto *peer = static_cast<const unsigned char *>(heap::map_peer(st.fd, st.reserved));
+  ASSERT_NE(peer, nullptr);
+  const std::size_t off = *heap::contains(p, n);
+  std::memset(p, 0x3c, n);
+  ASSERT_TRUE(all_bytes(peer + off, n, 0x3c));
+  const std::size_t resident = heap::file_resident();
+  ASSERT_EQ(madvise(p, n, MADV_DONTNEED), 0);
+  // Before anyone reads them: a read fault on a shared file mapping puts a page back.
+  EXPECT_LE(heap::file_resident() + n, resident + 4096) << "the pages stayed in the file";
+  EXPECT_TRUE(all_bytes(p, n, 0));
+  EXPECT_TRUE(all_bytes(peer + off, n, 0));
+  EXPECT_TRUE(heap::contains(p, n).has_value()) << "still shared";
+  std::memset(p, 0x3d, n);  // written again: both see it
+  EXPECT_TRUE(all_bytes(peer + off, n, 0x3d));
+  ASSERT_EQ(madvise(p, n, MADV_FREE), 0);
+  EXPECT_TRUE(all_bytes(p, n, 0));
+  EXPECT_TRUE(all_bytes(peer + off, n, 0));
+  heap::unmap_peer(const_cast<unsigned char *>(peer), st.reserved);
+  std::free(a);
+}
+
+// A call that shared memory answers differently (MADV_WIPEONFORK, mprotect) withdraws the
+// pages: same bytes here in private memory, no longer in the file nor offered to peers (the
+// table they read says so); freeing the block gives the pages back to the heap.
+TEST(HeapPrivate, WithdrawnPagesAreNotSharedUntilTheirBlockIsFreed) {
+  REQUIRE_HEAP();
+  const heap::Status st = heap::status();
+  auto *peer = static_cast<const unsigned char *>(heap::map_peer(st.fd, st.reserved));
+  ASSERT_NE(peer, nullptr);
+  for (int how = 0; how < 2; how++) {
+    const std::size_t n = 1 * MiB;
+    void *v = nullptr;
+    ASSERT_EQ(posix_memalign(&v, 4096, n), 0);
+    auto *p = static_cast<unsigned char *>(v);
+    const std::size_t off = *heap::contains(p, n);
+    std::memset(p, 0x44, n);
+    EXPECT_FALSE(heap::range_withdrawn(peer, off, n));
+    if (how == 0)
+      ASSERT_EQ(madvise(p + 4096, 8192, MADV_WIPEONFORK), 0);
+    else
+      ASSERT_EQ(mprotect(p + 4096, 8192, PROT_READ), 0);
+    EXPECT_TRUE(all_bytes(p, n, 0x44)) << how;
+    EXPECT_FALSE(heap::contains(p, n).has_value()) << how;
+    EXPECT_FALSE(heap::contains(p + 4096, 1).has_value()) << how;
+    EXPECT_TRUE(heap::contains(p, 4096).has_value()) << how << ": only the pages named";
+    EXPECT_TRUE(heap::range_withdrawn(peer, off, n)) << how;
+    EXPECT_TRUE(heap::range_withdrawn(peer, off + 4096 + 8191, 1)) << how;
+    EXPECT_FALSE(heap::range_withdrawn(peer, off + 3 * 4096, n - 3 * 4096)) << how;
+    EXPECT_TRUE(all_bytes(peer + off + 4096, 8192, 0)) << how << ": the file's copy is gone";
+    std::free(p);
+    EXPECT_FALSE(heap::range_withdrawn(peer, off, n)) << how << ": back in the heap";
+    void *q = std::malloc(n);  // the heap hands the pages out again, writable and shared
+    std::memset(q, 0x45, n);
+    EXPECT_TRUE(heap::contains(q, n).has_value());
+    std::free(q);
+  }
+  heap::unmap_peer(const_cast<unsigned char *>(peer), st.reserved);
+}
+
+// A purge racing a reader: the peer's mapping shows each byte as written or as zero (the
+// punched page), never anything else, and zeros once the owner stopped.
+TEST(HeapPrivate, APeerReadingWhileTheOwnerPurgesSeesTheBytesOrZeros) {
+  REQUIRE_HEAP();
+  const heap::Status st = heap::status();
+  auto *peer = static_cast<const unsigned char *>(heap::map_peer(st.fd, st.reserved));
+  ASSERT_NE(peer, nullptr);
+  const std::size_t n = 2 * MiB;
+  void *v = nullptr;
+  ASSERT_EQ(posix_memalign(&v, 4096, n), 0);
+  auto *p = static_cast<unsigned char *>(v);
+  const std::size_t off = *heap::contains(p, n);
+  std::atomic<bool> stop{false};
+  std::atomic<long> bad{0}, reads{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      for (std::size_t i = 0; i < n; i += 512) {
+        const unsigned char c = peer[off + i];
+        if (c != 0 && c != 0x71) bad++;
+      }
+      reads++;
+    }
+  });
+  for (int round = 0; round < 60; round++) {
+    std::memset(p, 0x71, n);
+    ASSERT_EQ(madvise(p, n, round % 2 ? MADV_DONTNEED : MADV_FREE), 0);
+  }
+  while (reads.load() < 3) std::this_thread::yield();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_TRUE(all_bytes(peer + off, n, 0));
+  heap::unmap_peer(const_cast<unsigned char *>(peer), st.reserved);
+  std::free(p);
 }
 
 TEST(HeapSettings, ModesAndThreshold) {
@@ -711,6 +816,39 @@ TEST(HeapPreload, AProgramWithItsOwnAllocatorKeepsIt) {
   EXPECT_TRUE(r.ok()) << r.out;
   EXPECT_NE(r.out.find("in_heap=0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("shaddr heap: off: the program brings its own malloc"), std::string::npos) << r.out;
+}
+
+// Private anonymous memory's rules (madvise(2), mprotect(2), mremap(2), mbind, fork) hold for
+// malloc'd memory in the heap as on glibc's: every line of heap_private.c's report is the same
+// (a heap size and a glibc size each: 4 KiB stays with glibc at the default SHADDR_HEAP_MIN).
+void expect_same_report(const char *program, const std::vector<std::string> &sizes) {
+  std::vector<std::string> args{program};
+  args.insert(args.end(), sizes.begin(), sizes.end());
+  Proc stock = run(args, {});
+  ASSERT_TRUE(stock.ok()) << stock.out;
+  Proc heap = run(args, {std::string("LD_PRELOAD=") + HEAP_SO, "SHADDR_HEAP_MIN=16K"});
+  ASSERT_TRUE(heap.ok()) << heap.out;
+  EXPECT_EQ(stock.out, heap.out);
+}
+
+TEST(HeapPrivate, MadviseMprotectMremapMbindAndForkAsOnGlibc) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc verbose = run({HEAP_PLAIN}, {std::string("LD_PRELOAD=") + HEAP_SO, "SHADDR_VERBOSE=1"});
+  ASSERT_NE(verbose.out.find("in_heap=1"), std::string::npos) << verbose.out;  // the heap is on
+  expect_same_report(HEAP_PRIVATE, {"4K", "64K", "1M", "8M"});
+}
+
+// A program linked with libjemalloc: jemalloc comes after the preloaded heap in the lookup
+// order and keeps every allocation (the heap says so); its extended API mixed with free()
+// and friends works, and the report is jemalloc's own.
+TEST(HeapPreload, AProgramLinkedWithJemallocKeepsIt) {
+  if (kSanitizer) GTEST_SKIP();
+  Proc r = run({HEAP_JEMALLOC}, {std::string("LD_PRELOAD=") + HEAP_SO, "SHADDR_VERBOSE=1"});
+  EXPECT_TRUE(r.ok()) << r.out;
+  EXPECT_NE(r.out.find("heap_jemalloc: ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("shaddr heap: off: the program brings its own malloc (libjemalloc"),
+            std::string::npos) << r.out;
+  expect_same_report(HEAP_PRIVATE_JEMALLOC, {"64K", "8M"});
 }
 
 // The interposer will bring libshaddr-heap in: as a dependency of a preloaded library it comes

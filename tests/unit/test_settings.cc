@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bootstrap.h"
+#include "child_preload.h"
 #include "settings.h"
 #include "shaddr/coll.h"
 #include "shaddr/settings.h"
@@ -151,6 +152,35 @@ TEST(Settings, GarbageOnOneRankFailsEveryRank) {
 TEST(Settings, PerRankSettingsMayDiffer) {
   EXPECT_EQ(create_with("SHADDR_WAIT", "spin", 0, ""), 0);
   EXPECT_EQ(create_with("SHADDR_WAIT_SLEEP_MAX", "50", 0, ""), 0);
+}
+
+// A rank's children start without shaddr's libraries (docs/heap.md, "Children are not ranks"):
+// the others stay, in their order, whatever ld.so's separators were.
+TEST(ChildPreload, DropsShaddrsLibrariesOnly) {
+  EXPECT_EQ(preload_without_shaddr("/b/libshaddr/heap/libshaddr-heap.so:/b/libshaddr/interpose/"
+                                   "libshaddr-mpich.so"), "");
+  EXPECT_EQ(preload_without_shaddr("/x/libshaddr-heap.so:/usr/lib/libfoo.so /y/libshaddr-openmpi.so"
+                                   "\tlibbar.so"), "/usr/lib/libfoo.so:libbar.so");
+  EXPECT_EQ(preload_without_shaddr("libfoo.so::libshaddr-heap.so.bak"), "libfoo.so:libshaddr-heap.so.bak");
+  EXPECT_EQ(preload_without_shaddr(""), "");
+}
+
+TEST(ChildPreload, AtMpiInitUnlessKept) {
+  const char *was = getenv("LD_PRELOAD");
+  const std::string saved = was ? was : "";
+  unsetenv("SHADDR_PRELOAD_CHILDREN");
+  setenv("LD_PRELOAD", "/b/libshaddr-heap.so:/b/libshaddr-mpich.so:/lib/libx.so", 1);
+  drop_preload_for_children();
+  EXPECT_STREQ(getenv("LD_PRELOAD"), "/lib/libx.so");
+  setenv("LD_PRELOAD", "/b/libshaddr-heap.so", 1);
+  setenv("SHADDR_PRELOAD_CHILDREN", "1", 1);
+  drop_preload_for_children();
+  EXPECT_STREQ(getenv("LD_PRELOAD"), "/b/libshaddr-heap.so");
+  unsetenv("SHADDR_PRELOAD_CHILDREN");
+  if (was)
+    setenv("LD_PRELOAD", saved.c_str(), 1);
+  else
+    unsetenv("LD_PRELOAD");
 }
 
 }  // namespace

@@ -6,9 +6,9 @@ MPI_Allreduce, MPI_Comm_free) within LOOP_GOAL x stock; stated: the set-up that 
 libshaddr collective (a 1 MiB MPI_Allreduce) pays on a fresh communicator."""
 import os
 import re
-import subprocess
 import time
 
+from . import proc
 from .goals import median
 from .text import md_table
 
@@ -37,28 +37,12 @@ def parse(text):
     return out
 
 
-def run_program(cmd, env, timeout, what):
-    """Runs @cmd: (the finished process, None), or (None, {error: why}) when it was killed,
-    could not start, or printed no @what line (the last line of its output quoted)."""
-    try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, {"error": f"killed after {timeout} s"}
-    except OSError as e:
-        return None, {"error": str(e)}
-    if what not in p.stdout:
-        tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
-        return None, {"error": f"exit {p.returncode}, no {what} line ({tail[0][:120]})"}
-    return p, None
-
-
 def run_once(cmd, env, timeout):
     """One comm_cost run: parse()'s dict with its seconds, or {error: why}."""
     t0 = time.time()
-    p, err = run_program(cmd, env, timeout, "comm_cost:")
-    if err:
-        return err
+    p, why = proc.run_for_line(cmd, env, timeout, "comm_cost:")
+    if p is None:
+        return {"error": why}
     rec = parse(p.stdout)
     if rec is None:
         return {"error": f"exit {p.returncode}, comm_cost's line not understood"}

@@ -26,7 +26,7 @@ import time
 
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, lg, must_move, two_copy_model  # noqa: F401
 from .fit import fit_alpha_beta
-from . import commcost, confirm, fortran
+from . import alloccost, commcost, confirm, fortran
 from .goals import (DEFAULTS, STOCK, against_shaddr_off, goals, is_default, is_shaddr,  # noqa: F401
                     losses_beyond_noise, losses_vs_best_stock)
 from .rounds import FAST_SHARE, merge_rounds
@@ -700,6 +700,7 @@ def report(doc, out_dir):
     md += goals(res, limit, n, "host", confirmation=doc.get("confirmation"))
     md += against_shaddr_off(res, "host", doc.get("confirmation"))
     md += commcost.goals_md(doc.get("comm_cost"))
+    md += alloccost.goals_md(doc.get("alloc_cost"))
     md += ["Diagnostics, the best of every shaddr configuration, forced ones included:\n"]
     md += goals(res, limit, n, "host, any shaddr configuration", side=is_shaddr)
     md += ["**The shared heap** (`heap`, [heap.md](../../docs/heap.md); the defaults include it, "
@@ -865,6 +866,16 @@ def run_fortran(build, args):
                             "Fortran bindings: shaddr-fortran-bench")
 
 
+def run_alloc_cost(build, args):
+    """alloccost.measure(): the heap's allocation rounds against glibc's."""
+    reps = args.alloc_cost_reps if args.alloc_cost_reps is not None else 3 if args.short else 5
+    if reps <= 0:
+        return {"skipped": "--alloc-cost-reps 0"}
+    say(f"allocation cost: tests/heap/heap_alloc_bench on glibc and libshaddr-heap.so, {reps} "
+        "times each, alternating")
+    return alloccost.measure(build, reps, say)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -901,6 +912,9 @@ def main():
     ap.add_argument("--fortran-reps", type=int,
                     help="runs of shaddr-fortran-bench per MPI, binding and side (stock, "
                          "shaddr-run) (default 3; --short 1; 0: none)")
+    ap.add_argument("--alloc-cost-reps", type=int,
+                    help="runs of tests/heap/heap_alloc_bench per point and side (glibc, "
+                         "libshaddr-heap.so), alternating (default 5; --short 3; 0: none)")
     ap.add_argument("--only", help="comma-separated contender names (default: all)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not measure this machine's calibration first when it is missing or "
@@ -967,10 +981,11 @@ def main():
     res = {c.name: merge_rounds(runs[c.name]) for c in cs}
     confirmation = ({"skipped": "not run in the module part"} if args.inner_vm else
                     confirm_losses(cs, res, bench, args, out_dir))
-    comm_cost = fortran_res = None
+    comm_cost = fortran_res = alloc_cost = None
     if not args.inner_vm:
         comm_cost = run_comm_cost(build, args)
         fortran_res = run_fortran(build, args)
+        alloc_cost = run_alloc_cost(build, args)
     refs = [r["cross_core_ref_Bps"] for v in runs.values() for r in v
             if r.get("cross_core_ref_Bps")]
     if refs and max(refs) > 1.5 * min(refs):
@@ -986,7 +1001,8 @@ def main():
            "kernel": args.kernel, "copy_limit": limit, "contenders": res, "node_bw": node_bw,
            "module_params": module_params(), "rounds": max(1, args.rounds),
            "slow_state_only": slow_only, "calibration": cal, "calibration_read": cal_read,
-           "confirmation": confirmation, "comm_cost": comm_cost, "fortran": fortran_res}
+           "confirmation": confirmation, "comm_cost": comm_cost, "fortran": fortran_res,
+           "alloc_cost": alloc_cost}
     if not args.inner_vm:
         doc["vm"] = run_vm(vm_cs if not args.only else
                            [c for c in vm_cs if c.name in set(args.only.split(","))],

@@ -6,7 +6,7 @@ shaddr-run, each Fortran call within GOAL x the same call from C."""
 import os
 import re
 
-from .commcost import run_program
+from . import proc
 from .text import md_table
 
 GOAL = 1.10
@@ -19,9 +19,9 @@ LINE = re.compile(r"fortran_bench: (?P<binding>\S+) (?P<ranks>\d+) ranks: allred
 
 def run_once(cmd, env, timeout):
     """One run: {binding, ar_c, ar_f, bc_c, bc_f (us), ok} or {error: why}."""
-    p, err = run_program(cmd, env, timeout, "fortran_bench:")
-    if err:
-        return err
+    p, why = proc.run_for_line(cmd, env, timeout, "fortran_bench:")
+    if p is None:
+        return {"error": why}
     m = LINE.search(p.stdout)
     if not m:
         return {"error": f"exit {p.returncode}, fortran_bench's line not understood"}

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+"""The heap's allocation cost against glibc's (make bench's Goals): the bench's line, the
+alternating runs, and the goal "every point within 1.2x of glibc"."""
+import os
+
+from goals_md import table, verdict
+from shaddr_bench import alloccost
+from test_commcost import script
+
+
+def test_parse_reads_the_benchs_line():
+    r = alloccost.parse("alloc_bench: realloc 16777216 bytes, 4 threads: 65.250 us/round\n")
+    assert r == {"mode": "realloc", "size": 16 << 20, "threads": 4, "us": 65.25}
+    assert alloccost.parse("something else\n") is None
+
+
+def test_the_median_pairwise_ratio_judges_and_a_heap_failure_fails():
+    s = alloccost.summarise({"glibc": [{"us": 1.0}, {"us": 9.0}, {"us": 2.0}],
+                             "heap": [{"us": 1.1}, {"us": 9.0}, {"us": 2.6}]})
+    assert s["glibc"] == 2.0 and s["heap"] == 2.6
+    assert round(s["ratio"], 2) == 1.1 and s["verdict"] == "met"
+    s = alloccost.summarise({"glibc": [{"us": 1.0}], "heap": [{"us": 1.3}]})
+    assert s["verdict"] == "NOT met"
+    s = alloccost.summarise({"glibc": [{"us": 1.0}], "heap": [{"error": "exit 134 (abort)"}]})
+    assert s["verdict"] == "NOT met" and "ratio" not in s
+    s = alloccost.summarise({"glibc": [{"error": "killed"}], "heap": [{"us": 1.0}]})
+    assert s["verdict"] == "not judged"
+
+
+def test_measure_alternates_glibc_and_the_preloaded_heap(tmp_path):
+    build, log = str(tmp_path), tmp_path / "order"
+    os.makedirs(f"{build}/libshaddr/heap")
+    open(f"{build}/libshaddr/heap/libshaddr-heap.so", "w").close()
+    # The fake bench: slower with LD_PRELOAD set, and logs which side ran.
+    script(f"{build}/tests/heap/shaddr_heap_alloc_bench",
+           f'if [ -n "$LD_PRELOAD" ]; then US=3.0; S=heap; else US=2.0; S=glibc; fi\n'
+           f'echo $S >> {log}\necho "alloc_bench: $1 $2 bytes, $3 threads: $US us/round"\n')
+    ac = alloccost.measure(build, 2, lambda m: None, modes=("malloc",), sizes=(1 << 20,),
+                           threads=(1,))
+    assert log.read_text().split() == ["glibc", "heap", "heap", "glibc"]
+    md = alloccost.goals_md(ac)
+    assert verdict(md, "**Allocation within") == "NOT met"
+    assert table(md, "**Allocation within")[0] == ["malloc", "1 MiB", "1", "2.00", "3.00",
+                                                   "1.50x", "NOT met"]
+    assert alloccost.measure(str(tmp_path / "none"), 1, print)["skipped"].endswith("not built")
+    assert "not judged" in alloccost.goals_md({"skipped": "--alloc-cost-reps 0"})[0]

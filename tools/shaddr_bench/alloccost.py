@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: MIT
+"""What the shared heap costs a program's allocations: build/tests/heap/shaddr_heap_alloc_bench
+(malloc + a write per page + free rounds, and realloc doubling from 16 KiB, per size and
+thread count) run on glibc's malloc and with libshaddr-heap.so preloaded, alternating (glibc,
+heap, heap, glibc, ...). Judged: every point within GOAL x glibc, by the median over the
+repetitions of each pair's ratio (the host is noisy: pairs run back to back see the same
+state)."""
+import os
+import re
+import time
+
+from . import proc
+from .goals import median
+from .text import md_table
+
+GOAL = 1.2
+SIDES = ("glibc", "heap")
+MODES = ("malloc", "realloc")
+SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
+THREADS = (1, 2, 4)
+
+LINE = re.compile(r"alloc_bench: (?P<mode>\w+) (?P<size>\d+) bytes, (?P<threads>\d+) threads: "
+                  r"(?P<us>[\d.]+) us/round")
+
+
+def parse(text):
+    """The bench's line as {mode, size, threads, us}, or None."""
+    m = LINE.search(text)
+    if not m:
+        return None
+    return {"mode": m["mode"], "size": int(m["size"]), "threads": int(m["threads"]),
+            "us": float(m["us"])}
+
+
+def run_once(cmd, env, timeout):
+    """One run: its microseconds per round, or {error: why}."""
+    p, why = proc.run(cmd, env, timeout)
+    if p is None:
+        return {"error": why}
+    rec = parse(p.stdout)
+    if rec is None or p.returncode:
+        tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
+        return {"error": f"exit {p.returncode} ({tail[0][:120]})"}
+    return {"us": rec["us"]}
+
+
+def key(mode, size, threads):
+    return f"{mode}/{size}/{threads}"
+
+
+def measure(build, reps, say, seconds=0.2, timeout=120, modes=MODES, sizes=SIZES,
+            threads=THREADS):
+    """Every point, both sides, @reps times, alternating the order. Returns {points: {key:
+    {side: [records]}}, reps, seconds} or {skipped: why}."""
+    exe = os.path.join(build, "tests", "heap", "shaddr_heap_alloc_bench")
+    lib = os.path.join(build, "libshaddr", "heap", "libshaddr-heap.so")
+    for f in (exe, lib):
+        if not os.path.exists(f):
+            return {"skipped": f"{f} not built"}
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("SHADDR_") and k not in ("LD_PRELOAD", "MALLOC_CONF")}
+    envs = {"glibc": base, "heap": dict(base, LD_PRELOAD=lib)}
+    points = {}
+    t0 = time.time()
+    for rep in range(reps):
+        for mode in modes:
+            for size in sizes:
+                for t in threads:
+                    cmd = [exe, mode, str(size), str(t), str(seconds)]
+                    p = points.setdefault(key(mode, size, t), {s: [] for s in SIDES})
+                    for side in (SIDES if rep % 2 == 0 else SIDES[::-1]):
+                        p[side].append(run_once(cmd, envs[side], timeout))
+        say(f"allocation cost: repetition {rep + 1}/{reps} done")
+    return {"points": points, "reps": reps, "seconds": round(time.time() - t0, 1),
+            "command": f"{exe} MODE SIZE THREADS {seconds} (heap: LD_PRELOAD={lib})"}
+
+
+def summarise(p):
+    """One point's runs: each side's median, the median of the pairwise ratios, the verdict."""
+    out = {}
+    for side in SIDES:
+        good = [r["us"] for r in p[side] if "error" not in r]
+        out[side] = median(good) if good else None
+        out[side + "_errors"] = [r["error"] for r in p[side] if "error" in r]
+    pairs = [h["us"] / g["us"] for g, h in zip(p["glibc"], p["heap"])
+             if "error" not in g and "error" not in h and g["us"] > 0]
+    if out["heap_errors"]:
+        out["verdict"] = "NOT met"
+    if pairs:
+        out["ratio"] = median(pairs)
+        out.setdefault("verdict", "met" if out["ratio"] <= GOAL else "NOT met")
+    else:
+        out.setdefault("verdict", "not judged")
+    return out
+
+
+def size_str(n):
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def goals_md(ac):
+    """The Goals' line and table: every point judged."""
+    if not ac or not ac.get("points"):
+        return [f"**Allocation within {GOAL}x of glibc** (`libshaddr-heap.so`): not judged "
+                f"({(ac or {}).get('skipped', 'not measured')}).\n"]
+    rows, verdicts = [], []
+    for k, p in ac["points"].items():
+        mode, size, threads = k.split("/")
+        s = summarise(p)
+        verdicts.append(s["verdict"])
+        def us(x):
+            return f"{x:.2f}" if x is not None else "—"
+        rows.append([mode, size_str(int(size)), threads, us(s["glibc"]), us(s["heap"]),
+                     f"{s['ratio']:.2f}x" if "ratio" in s else "—", s["verdict"]])
+    met = verdicts.count("met")
+    overall = ("met" if met == len(verdicts) else
+               f"NOT met ({len(verdicts) - met} of {len(verdicts)} points)")
+    return [f"**Allocation within {GOAL}x of glibc** (`libshaddr-heap.so`, "
+            "[heap.md](../../docs/heap.md)): " + overall + ". `tests/heap/heap_alloc_bench.c`: "
+            "malloc + a write per page + free rounds, and realloc doubling from 16 KiB to the "
+            "size (a write per new page), each thread its own rounds at once; us per round, "
+            f"medians over {ac['reps']} runs per side, alternating; the ratio is the median of "
+            "the runs' pairwise ratios.\n",
+            md_table(["rounds", "size", "threads", "glibc us", "heap us", "heap / glibc",
+                      "verdict"], rows), ""]
