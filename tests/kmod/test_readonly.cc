@@ -19,14 +19,15 @@ using namespace shaddr_test;
 
 namespace {
 
-// Page-aligned, so that its pages hold nothing but it; const: the linker puts it in .rodata.
-alignas(4096) const unsigned char kTable[4 * 4096] = {0x7e, 0x11, 0x22, 0x33};
+// Aligned to its size, so that its pages hold nothing but it and one 1 MiB window shows it;
+// const: the linker puts it in .rodata.
+alignas(4 * 4096) const unsigned char kTable[4 * 4096] = {0x7e, 0x11, 0x22, 0x33};
 
 constexpr uint32_t kRO = SHADDR_PROT_READ;
 constexpr uint32_t kRW = SHADDR_PROT_READ | SHADDR_PROT_WRITE;
 
-// The kinds of read-only memory a send buffer can be; each is 4 pages, page-aligned, whose
-// first byte is `first`.
+// The kinds of read-only memory a send buffer can be; each is 4 pages, page-aligned (the mapped
+// ones at the start of a 1 MiB block, so that one window shows them).
 class ReadOnlyRegion {
  public:
   enum Kind { kRodata, kMprotected, kFileShared, kFilePrivate };
@@ -35,9 +36,14 @@ class ReadOnlyRegion {
       data_ = const_cast<unsigned char *>(kTable);
       return;
     }
+    reserved_ = mmap(nullptr, 2 * kMiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (reserved_ == MAP_FAILED) abort();
+    void *spot = reinterpret_cast<void *>((reinterpret_cast<uintptr_t>(reserved_) + kMiB - 1) &
+                                          ~(kMiB - 1));
     if (kind == kMprotected) {
-      data_ = static_cast<unsigned char *>(
-          mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      data_ = static_cast<unsigned char *>(mmap(spot, kSize, PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
       if (data_ == MAP_FAILED) abort();
       memset(data_, 0x7e, kSize);
       if (mprotect(data_, kSize, PROT_READ)) abort();
@@ -52,12 +58,13 @@ class ReadOnlyRegion {
     close(fd);
     if (rofd < 0) abort();
     data_ = static_cast<unsigned char *>(
-        mmap(nullptr, kSize, PROT_READ, kind == kFileShared ? MAP_SHARED : MAP_PRIVATE, rofd, 0));
+        mmap(spot, kSize, PROT_READ, (kind == kFileShared ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED,
+             rofd, 0));
     close(rofd);
     if (data_ == MAP_FAILED) abort();
   }
   ~ReadOnlyRegion() {
-    if (kind_ != kRodata) munmap(data_, kSize);
+    if (kind_ != kRodata) munmap(reserved_, 2 * kMiB);
   }
   ReadOnlyRegion(const ReadOnlyRegion &) = delete;
   ReadOnlyRegion &operator=(const ReadOnlyRegion &) = delete;
@@ -66,6 +73,7 @@ class ReadOnlyRegion {
 
  private:
   Kind kind_;
+  void *reserved_ = nullptr;
   unsigned char *data_ = nullptr;
 };
 
@@ -143,7 +151,7 @@ TEST_P(ReadOnly, WindowsMapItForReadingAndRefuseWrites) {
   ASSERT_EQ(set_slot_size(fd_, kMiB), 0);
   const uintptr_t block = reinterpret_cast<uintptr_t>(r.data()) & ~(kMiB - 1);
   const size_t off = reinterpret_cast<uintptr_t>(r.data()) - block;
-  if (off + r.kSize > kMiB) GTEST_SKIP() << "the region straddles a 1 MiB block";
+  ASSERT_LE(off + r.kSize, kMiB) << "the region straddles a 1 MiB block";
   shaddr_translate t;
   ASSERT_EQ(translate(fd_, reinterpret_cast<void *>(block), kMiB, kRW, &t), 0);
   for (uint32_t prot : {kRO, kRW}) {
