@@ -96,7 +96,8 @@ static long shaddr_ioc_version(void __user *uarg)
 	struct shaddr_version ver = {
 		.abi_major = SHADDR_ABI_MAJOR,
 		.abi_minor = SHADDR_ABI_MINOR,
-		.features = SHADDR_FEAT_WINDOWS | SHADDR_FEAT_SEGMENTS,
+		.features = SHADDR_FEAT_WINDOWS | SHADDR_FEAT_SEGMENTS |
+			    SHADDR_FEAT_READ_ONLY_PAGES,
 	};
 
 	if (IS_ENABLED(CONFIG_ARCH_SUPPORTS_PMD_PFNMAP))

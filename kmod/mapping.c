@@ -193,7 +193,8 @@ static int shaddr_may_insert(struct shaddr_mapping *m, unsigned long seq)
 
 /*
  * Insert PTEs for @nr pinned exporter pages at byte offset @off of the
- * mapping, unless an invalidation ran since @seq. Caller holds the
+ * mapping, unless an invalidation ran since @seq: writable ones if the pages
+ * were pinned for writing (@write), else read-only ones. Caller holds the
  * importer's mmap lock (or VMA lock). With @leave_huge, pages that a PMD can
  * map are skipped: their first touch takes the huge fault path. Returns 0,
  * -EAGAIN (pages went stale: retry), -ENOENT (export or mapping gone) or
@@ -202,13 +203,22 @@ static int shaddr_may_insert(struct shaddr_mapping *m, unsigned long seq)
 static int shaddr_mapping_insert(struct shaddr_mapping *m,
 				 struct vm_area_struct *vma, unsigned long off,
 				 struct page **pages, long nr, unsigned long seq,
-				 bool leave_huge)
+				 bool write, bool leave_huge)
 {
 	struct shaddr_export *exp = m->exp;
 	unsigned int noreclaim;
 	vm_fault_t vmf;
+	pgprot_t prot;
 	int ret;
 	long i;
+
+	/*
+	 * Explicit: a writable VMA's vm_page_prot is read-only (write-notify,
+	 * for ->pfn_mkwrite), and a page pinned for reading only must never
+	 * become writable through it.
+	 */
+	prot = vm_get_page_prot(write ? vma->vm_flags :
+				vma->vm_flags & ~VM_WRITE);
 
 	/* The tracking chunks are allocated first: not under exp->lock. */
 	ret = shaddr_track_prepare(&m->populated, off >> PAGE_SHIFT, nr);
@@ -227,8 +237,9 @@ static int shaddr_mapping_insert(struct shaddr_mapping *m,
 		    shaddr_huge_eligible(m, vma, idx << PAGE_SHIFT, pages[i]))
 			continue;
 		shaddr_track_set(&m->populated, idx, 1);
-		vmf = vmf_insert_pfn(vma, vma->vm_start + (idx << PAGE_SHIFT),
-				     page_to_pfn(pages[i]));
+		vmf = vmf_insert_pfn_prot(vma,
+					  vma->vm_start + (idx << PAGE_SHIFT),
+					  page_to_pfn(pages[i]), prot);
 		if (vmf & VM_FAULT_ERROR) {
 			ret = -ENOMEM;
 			break;
@@ -241,25 +252,42 @@ out:
 	return ret;
 }
 
-static void shaddr_unpin(struct shaddr_mapping *m, struct page **pages,
-			 long nr)
+/* Pages pinned for writing may be written through their PTEs: dirty. */
+static void shaddr_unpin(struct page **pages, long nr, bool write)
 {
-	/* A writable mapping may be written through: the pages are dirty. */
-	unpin_user_pages_dirty_lock(pages, nr, m->writable);
+	unpin_user_pages_dirty_lock(pages, nr, write);
 	atomic64_sub(nr, &shaddr_stats.pages_pinned);
 }
 
-static long shaddr_pin(struct shaddr_mapping *m, struct mm_struct *mm,
-		       unsigned long addr, long nr, unsigned int flags,
-		       struct page **pages)
+static long shaddr_pin(struct mm_struct *mm, unsigned long addr, long nr,
+		       unsigned int flags, struct page **pages)
 {
-	long n;
+	long n = shaddr_pin_remote(mm, addr, nr, flags, pages);
 
-	if (m->writable)
-		flags |= FOLL_WRITE;
-	n = shaddr_pin_remote(mm, addr, nr, flags, pages);
 	if (n > 0)
 		atomic64_add(n, &shaddr_stats.pages_pinned);
+	return n;
+}
+
+/*
+ * Pin for the access the exporter allows: for writing where the mapping is
+ * writable and the exporter may write the pages, else for reading (a page
+ * the exporter can only read is mapped read-only, never written through;
+ * the exporter's own rule). *@write says which. A read pin never breaks
+ * copy-on-write in the exporter: the importer sees the page the exporter
+ * sees, and the notifier zaps it when that page is replaced.
+ */
+static long shaddr_pin_access(struct shaddr_mapping *m, struct mm_struct *mm,
+			      unsigned long addr, long nr, unsigned int flags,
+			      struct page **pages, bool *write)
+{
+	long n = 0;
+
+	if (m->writable)
+		n = shaddr_pin(mm, addr, nr, flags | FOLL_WRITE, pages);
+	*write = n > 0;
+	if (n <= 0)
+		n = shaddr_pin(mm, addr, nr, flags, pages);
 	return n;
 }
 
@@ -293,6 +321,7 @@ static void shaddr_mapping_populate(struct shaddr_mapping *m,
 	struct page **pages;
 	unsigned long seq;
 	int retries = 0;
+	bool write;
 	long nr, n;
 
 	pages = kmalloc_array(SHADDR_POPULATE_BATCH, sizeof(*pages),
@@ -319,7 +348,8 @@ static void shaddr_mapping_populate(struct shaddr_mapping *m,
 		nr = min3((long)SHADDR_POPULATE_BATCH,
 			  (long)((min(end, vma->vm_end) - addr) >> PAGE_SHIFT),
 			  (long)((end - addr) >> PAGE_SHIFT));
-		n = shaddr_pin(m, mm, addr, nr, FOLL_NOFAULT, pages);
+		n = shaddr_pin_access(m, mm, addr, nr, FOLL_NOFAULT, pages,
+				      &write);
 		mmap_read_unlock(mm);
 		if (n <= 0) {
 			addr += PAGE_SIZE;	/* not present: on demand */
@@ -327,17 +357,18 @@ static void shaddr_mapping_populate(struct shaddr_mapping *m,
 		}
 
 		if (mmap_read_lock_killable(current->mm)) {
-			shaddr_unpin(m, pages, n);
+			shaddr_unpin(pages, n, write);
 			break;
 		}
 		vma = shaddr_mapping_vma(m, uaddr);
 		if (vma) {
 			int ret = shaddr_mapping_insert(m, vma, addr - m->src,
-							pages, n, seq, true);
+							pages, n, seq, write,
+							true);
 
 			if (ret == -EAGAIN && ++retries < 4) {
 				mmap_read_unlock(current->mm);
-				shaddr_unpin(m, pages, n);
+				shaddr_unpin(pages, n, write);
 				continue;
 			}
 			if (ret && ret != -EAGAIN)
@@ -346,7 +377,7 @@ static void shaddr_mapping_populate(struct shaddr_mapping *m,
 			addr = end;	/* unmapped under us */
 		}
 		mmap_read_unlock(current->mm);
-		shaddr_unpin(m, pages, n);
+		shaddr_unpin(pages, n, write);
 		retries = 0;
 		addr += n << PAGE_SHIFT;
 	}
@@ -360,24 +391,31 @@ out_free:
  * in if need be), and the pages after it (up to SHADDR_FAULT_AROUND in
  * all) that are present there, or with @fault_all, that the exporter can
  * fault in: the slow path paid for the exporter's lock, and a sequential
- * reader needs them next. Caller holds the exporter's mmap lock. Returns
- * how many, or <= 0 for a hole (or no access there).
+ * reader needs them next. All for writing, or all for reading (*@write).
+ * Caller holds the exporter's mmap lock. Returns how many, 0 if the fault
+ * writes (@fault_write) where the exporter may only read (SIGSEGV; nothing
+ * pinned), or < 0 for a hole (or no access there).
  */
 static long shaddr_fault_pin(struct shaddr_mapping *m, struct mm_struct *mm,
 			     unsigned long off, struct page **pages,
-			     bool fault_all)
+			     bool fault_all, bool fault_write, bool *write)
 {
 	unsigned long src = m->src + off;
+	unsigned int flags;
 	long n, more;
 
-	n = shaddr_pin(m, mm, src, 1, 0, pages);
+	n = shaddr_pin_access(m, mm, src, 1, 0, pages, write);
 	if (n != 1)
-		return n;
+		return n < 0 ? n : -EFAULT;
+	if (fault_write && !*write) {
+		shaddr_unpin(pages, 1, false);
+		return 0;
+	}
 	more = min_t(long, SHADDR_FAULT_AROUND - 1,
 		     (m->size - off) / PAGE_SIZE - 1);
 	if (more > 0) {
-		more = shaddr_pin(m, mm, src + PAGE_SIZE, more,
-				  fault_all ? 0 : FOLL_NOFAULT, pages + 1);
+		flags = (fault_all ? 0 : FOLL_NOFAULT) | (*write ? FOLL_WRITE : 0);
+		more = shaddr_pin(mm, src + PAGE_SIZE, more, flags, pages + 1);
 		if (more > 0)
 			n += more;
 	}
@@ -385,35 +423,41 @@ static long shaddr_fault_pin(struct shaddr_mapping *m, struct mm_struct *mm,
 }
 
 /*
- * The slow path found a hole at @off: remember it for the same task's next
- * fault there (the retry of this one), which then gives SIGBUS at once
- * instead of waiting for the exporter's lock again, unless the exporter's
- * range changed since @seq.
+ * The slow path found a hole at @off (@sig VM_FAULT_SIGBUS), or a write
+ * where the exporter may only read (VM_FAULT_SIGSEGV): remember it for the
+ * same task's next fault there (the retry of this one), which then gives
+ * the signal at once instead of waiting for the exporter's lock again,
+ * unless the exporter's range changed since @seq.
  */
 static void shaddr_fault_note_hole(struct shaddr_mapping *m, unsigned long off,
-				   unsigned long seq)
+				   unsigned long seq, vm_fault_t sig)
 {
 	mutex_lock(&m->exp->lock);
 	WRITE_ONCE(m->hole_task, current);
 	m->hole_off = off;
 	m->hole_seq = seq;
+	m->hole_sig = sig;
 	mutex_unlock(&m->exp->lock);
 }
 
-/* Is this the retry of a fault of current that found a hole at @off? */
-static bool shaddr_fault_known_hole(struct shaddr_mapping *m,
-				    unsigned long off)
+/*
+ * Is this the retry of a fault of current that found a hole at @off (or a
+ * write denied there)? Returns the signal it found, else 0.
+ */
+static vm_fault_t shaddr_fault_known_hole(struct shaddr_mapping *m,
+					  unsigned long off)
 {
-	bool hole;
+	vm_fault_t sig = 0;
 
 	if (READ_ONCE(m->hole_task) != current)
-		return false;
+		return 0;
 	mutex_lock(&m->exp->lock);
-	hole = m->hole_task == current && m->hole_off == off &&
-	       !mmu_interval_read_retry(&m->exp->notifier, m->hole_seq);
+	if (m->hole_task == current && m->hole_off == off &&
+	    !mmu_interval_read_retry(&m->exp->notifier, m->hole_seq))
+		sig = m->hole_sig;
 	WRITE_ONCE(m->hole_task, NULL);
 	mutex_unlock(&m->exp->lock);
-	return hole;
+	return sig;
 }
 
 /*
@@ -439,8 +483,10 @@ static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
 	unsigned long addr = vmf->address, start = vma->vm_start;
 	unsigned long off = (addr & PAGE_MASK) - start;
 	struct page *pages[SHADDR_FAULT_AROUND];
+	bool fault_write = vmf->flags & FAULT_FLAG_WRITE;
 	unsigned long seq;
 	int tries, err = -EAGAIN;
+	bool write;
 	long n;
 
 	kref_get(&m->kref);
@@ -453,10 +499,12 @@ static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
 			break;
 		/* Read under the lock: writers that ran while we waited are past. */
 		seq = mmu_interval_read_begin(&m->exp->notifier);
-		n = shaddr_fault_pin(m, mm, off, pages, true);
+		n = shaddr_fault_pin(m, mm, off, pages, true, fault_write,
+				     &write);
 		if (n <= 0) {
 			mmap_read_unlock(mm);
-			shaddr_fault_note_hole(m, off, seq);
+			shaddr_fault_note_hole(m, off, seq, n ? VM_FAULT_SIGBUS :
+							VM_FAULT_SIGSEGV);
 			break;
 		}
 		/*
@@ -468,7 +516,7 @@ static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
 		if (!both) {
 			mmap_read_unlock(mm);
 			if (mmap_read_lock_killable(imm)) {
-				shaddr_unpin(m, pages, n);
+				shaddr_unpin(pages, n, write);
 				break;
 			}
 		}
@@ -478,11 +526,11 @@ static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
 		    vma->vm_ops == &shaddr_mapping_vm_ops &&
 		    vma->vm_private_data == m)
 			err = shaddr_mapping_insert(m, vma, off, pages, n, seq,
-						    false);
+						    write, false);
 		mmap_read_unlock(imm);
 		if (both)
 			mmap_read_unlock(mm);
-		shaddr_unpin(m, pages, n);
+		shaddr_unpin(pages, n, write);
 	}
 	mmdrop(imm);
 	mmput_async(mm);
@@ -525,6 +573,7 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 	struct mm_struct *mm = exp->mm;
 	unsigned long seq;
 	vm_fault_t ret;
+	bool write;
 	long n;
 	int err;
 
@@ -532,8 +581,9 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 	/* Nothing else bounds a caller that faults again and again. */
 	if (!may_wait && fatal_signal_pending(current))
 		return VM_FAULT_SIGBUS;
-	if (shaddr_fault_known_hole(m, off))
-		return VM_FAULT_SIGBUS;
+	ret = shaddr_fault_known_hole(m, off);
+	if (ret)
+		return ret;
 	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
 		return VM_FAULT_SIGBUS;
 
@@ -554,16 +604,18 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 		}
 	}
 	seq = mmu_interval_read_begin(&exp->notifier);
-	n = shaddr_fault_pin(m, mm, off, pages, false);
+	n = shaddr_fault_pin(m, mm, off, pages, false,
+			     vmf->flags & FAULT_FLAG_WRITE, &write);
 	if (n <= 0) {
 		mmap_read_unlock(mm);
-		ret = VM_FAULT_SIGBUS;	/* a hole, or no access there */
+		/* A hole (or no access there), or a write the exporter may not. */
+		ret = n ? VM_FAULT_SIGBUS : VM_FAULT_SIGSEGV;
 		goto out_put;
 	}
 	/* Under both locks: no exporter writer can make the pages stale. */
-	err = shaddr_mapping_insert(m, vma, off, pages, n, seq, false);
+	err = shaddr_mapping_insert(m, vma, off, pages, n, seq, write, false);
 	mmap_read_unlock(mm);
-	shaddr_unpin(m, pages, n);
+	shaddr_unpin(pages, n, write);
 	if (err == -ENOENT)
 		ret = VM_FAULT_SIGBUS;
 	else if (err == -ENOMEM)
@@ -591,6 +643,7 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 	unsigned long haddr = vmf->address & PMD_MASK;
 	unsigned long off = haddr - vma->vm_start;
 	struct mm_struct *mm = exp->mm;
+	unsigned int gup_write = m->writable ? FOLL_WRITE : 0;
 	vm_fault_t ret = VM_FAULT_FALLBACK;
 	struct page **pages;
 	struct folio *folio;
@@ -610,11 +663,12 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 	if (!mmap_read_trylock(mm))
 		goto out_free;
 	/* Fault the first page in (the exporter may get a THP), then the rest. */
-	n = shaddr_pin(m, mm, m->src + off, 1, 0, pages);
+	/* A page the exporter may not write takes the 4 KiB path. */
+	n = shaddr_pin(mm, m->src + off, 1, gup_write, pages);
 	if (n == 1) {
-		long more = shaddr_pin(m, mm, m->src + off + PAGE_SIZE,
-				       HPAGE_PMD_NR - 1, FOLL_NOFAULT,
-				       pages + 1);
+		long more = shaddr_pin(mm, m->src + off + PAGE_SIZE,
+				       HPAGE_PMD_NR - 1,
+				       FOLL_NOFAULT | gup_write, pages + 1);
 		if (more > 0)
 			n += more;
 	}
@@ -648,7 +702,7 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 	mutex_unlock(&exp->lock);
 out_unpin:
 	if (n > 0)
-		shaddr_unpin(m, pages, n);
+		shaddr_unpin(pages, n, m->writable);
 out_free:
 	kfree(pages);
 out_put:
@@ -685,6 +739,20 @@ static void shaddr_mapping_vm_close(struct vm_area_struct *vma)
 	shaddr_mapping_put(m);
 }
 
+/*
+ * A write to a read-only PTE of a writable mapping: the page was mapped for
+ * reading because the exporter could not write it, or this VMA's own
+ * protection changed since. Without this handler the kernel would make the
+ * PTE writable as it is; instead it goes, and the write faults again, so
+ * that shaddr_mapping_fault() decides by the exporter's permission now:
+ * a writable page, or SIGSEGV.
+ */
+static vm_fault_t shaddr_mapping_pfn_mkwrite(struct vm_fault *vmf)
+{
+	zap_vma_ptes(vmf->vma, vmf->address & PAGE_MASK, PAGE_SIZE);
+	return VM_FAULT_NOPAGE;
+}
+
 /* Neither a part of a mapping nor a moved one is supported. */
 static int shaddr_mapping_may_split(struct vm_area_struct *vma,
 				    unsigned long addr)
@@ -701,6 +769,7 @@ static const struct vm_operations_struct shaddr_mapping_vm_ops = {
 	.open = shaddr_mapping_vm_open,
 	.close = shaddr_mapping_vm_close,
 	.fault = shaddr_mapping_fault,
+	.pfn_mkwrite = shaddr_mapping_pfn_mkwrite,
 #ifdef CONFIG_ARCH_SUPPORTS_PMD_PFNMAP
 	.huge_fault = shaddr_mapping_huge_fault,
 #endif

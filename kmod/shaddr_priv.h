@@ -227,7 +227,9 @@ enum shaddr_mapping_state {
  * @file_off: offset of the mapping in @importer->mapping, unique in it for
  *            the mapping's whole life, so that unmap_mapping_range() zaps
  *            exactly this mapping
- * @writable: the mapping maps with write permission
+ * @writable: the mapping may map with write permission: pages the exporter
+ *            may write are mapped writable, pages it may only read
+ *            read-only (a write there raises SIGSEGV)
  * @state: see enum shaddr_mapping_state (under @importer->slot_lock)
  * @nr_vmas: VMAs showing the mapping (under @importer->slot_lock)
  * @uaddr: start of its VMA in the importer (under @importer->slot_lock)
@@ -235,10 +237,12 @@ enum shaddr_mapping_state {
  *             under @exp->lock
  * @user: the user the mapping's size is charged to (user.c)
  * @hole_task: a task whose fault's slow path found a hole at @hole_off
- *             with the exporter's range as of @hole_seq; its retry raises
- *             SIGBUS (these three under @exp->lock)
+ *             (or a write the exporter may not make there) with the
+ *             exporter's range as of @hole_seq; its retry raises @hole_sig
+ *             (these four under @exp->lock)
  * @hole_off: see @hole_task
  * @hole_seq: see @hole_task
+ * @hole_sig: VM_FAULT_SIGBUS (a hole) or VM_FAULT_SIGSEGV (write denied)
  */
 struct shaddr_mapping {
 	struct kref kref;
@@ -262,6 +266,7 @@ struct shaddr_mapping {
 	struct task_struct *hole_task;
 	unsigned long hole_off;
 	unsigned long hole_seq;
+	vm_fault_t hole_sig;
 };
 
 /**

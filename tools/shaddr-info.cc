@@ -41,7 +41,8 @@ std::string features_string(uint64_t f) {
     const char *name;
   } names[] = {{SHADDR_FEAT_WINDOWS, "windows"},
                {SHADDR_FEAT_SEGMENTS, "segments"},
-               {SHADDR_FEAT_HUGE_MAP, "huge-map"}};
+               {SHADDR_FEAT_HUGE_MAP, "huge-map"},
+               {SHADDR_FEAT_READ_ONLY_PAGES, "read-only-pages"}};
   std::string s;
   for (const auto &n : names) {
     if (f & n.bit) {

@@ -32,13 +32,16 @@ class Backend {
   virtual const char *name() const = 0;
   virtual BackendKind kind() const = 0;
 
-  // A pointer to [addr, addr + len) of peer's address space, held until unmap(). -ENOTSUP if
-  // this backend only copies; -ENOSPC if the range cannot be mapped now (every mapping in use,
-  // or it would need two windows): the caller copies with read() instead.
+  // A pointer to [addr, addr + len) of peer's address space, for reading only (the module's
+  // backends map it read-only, so the peer's read-only memory is a valid source), held until
+  // unmap(). -ENOTSUP if this backend only copies; -ENOSPC if the range cannot be mapped now
+  // (every mapping in use, or it would need two windows): the caller copies with read()
+  // instead.
   virtual int map(int peer, uintptr_t addr, size_t len, RegCache::Ref *ref);
   virtual void unmap(int peer, const RegCache::Ref &ref);
 
-  // Copy len bytes from/to peer's address addr. 0 or a negative errno.
+  // Copy len bytes from/to peer's address addr. 0 or a negative errno. Only write() asks for
+  // write access to the peer's memory, and only where the peer itself may write.
   virtual int read(int peer, uintptr_t addr, void *dst, size_t len) = 0;
   virtual int write(int peer, uintptr_t addr, const void *src, size_t len) = 0;
 

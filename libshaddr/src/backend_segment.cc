@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // segment: every rank exports its whole address space as one shaddr segment (as MPI libraries
 // do with XPMEM) and attaches peers' ranges on demand, through a registration cache per peer.
-// Single copy, no help from the peer.
+// Single copy, no help from the peer. Reads go through read-only attachments (an RDONLY access
+// id), so a peer's read-only memory (.rodata, mprotect'ed or read-only file mappings) is a
+// valid source; write() alone attaches read-write, through an RDWR access id got on its first
+// use. The two access ids are the cache's keys: an entry serves only the access it was made for.
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -21,24 +24,23 @@ class SegmentBackend final : public Backend {
   SegmentBackend(Device dev, uint64_t segid) : dev_(std::move(dev)), segid_(segid) {}
   ~SegmentBackend() override {
     caches_.clear();  // detaches everything
-    for (uint64_t apid : apids_)
-      if (apid) dev_.call(SHADDR_IOC_RELEASE, &apid);
+    for (const std::vector<uint64_t> &apids : apids_)
+      for (uint64_t apid : apids)
+        if (apid) dev_.call(SHADDR_IOC_RELEASE, &apid);
     dev_.call(SHADDR_IOC_REMOVE, &segid_);
   }
   const char *name() const override { return "segment"; }
   BackendKind kind() const override { return BackendKind::kSegment; }
 
   int connect(const std::vector<uint64_t> &segids, int self) {
-    apids_.assign(segids.size(), 0);
+    segids_ = segids;
+    for (std::vector<uint64_t> &apids : apids_) apids.assign(segids.size(), 0);
+    self_ = self;
     for (size_t r = 0; r < segids.size(); r++) {
       if (static_cast<int>(r) == self) continue;  // own memory needs no mapping
-      shaddr_get g{};
-      g.segid = segids[r];
-      g.flags = SHADDR_SEG_RDWR;
-      if (int err = dev_.call(SHADDR_IOC_GET, &g)) return err;
-      apids_[r] = g.apid;
+      uint64_t apid;
+      if (int err = access(static_cast<int>(r), kRead, &apid)) return err;
     }
-    self_ = self;
     for (size_t r = 0; r < segids.size(); r++) {
       RegCache::Limits lim;
       lim.granularity = kGranularity;
@@ -64,13 +66,7 @@ class SegmentBackend final : public Backend {
   }
 
   int map(int peer, uintptr_t addr, size_t len, RegCache::Ref *ref) override {
-    if (peer < 0 || peer >= static_cast<int>(caches_.size()) || !ref) return -EINVAL;
-    if (peer == self_) {
-      ref->ptr = reinterpret_cast<void *>(addr);
-      ref->entry = 0;
-      return 0;
-    }
-    return caches_[peer]->acquire(apids_[peer], addr, len, ref);
+    return map_for(kRead, peer, addr, len, ref);
   }
   void unmap(int peer, const RegCache::Ref &ref) override {
     if (peer >= 0 && peer < static_cast<int>(caches_.size()) && peer != self_)
@@ -83,24 +79,53 @@ class SegmentBackend final : public Backend {
 
   int read(int peer, uintptr_t addr, void *dst, size_t len) override {
     RegCache::Ref ref;
-    if (int err = map(peer, addr, len, &ref)) return err;
+    if (int err = map_for(kRead, peer, addr, len, &ref)) return err;
     std::memcpy(dst, ref.ptr, len);
     unmap(peer, ref);
     return 0;
   }
   int write(int peer, uintptr_t addr, const void *src, size_t len) override {
     RegCache::Ref ref;
-    if (int err = map(peer, addr, len, &ref)) return err;
+    if (int err = map_for(kWrite, peer, addr, len, &ref)) return err;
     std::memcpy(ref.ptr, src, len);
     unmap(peer, ref);
     return 0;
   }
 
  private:
+  enum Access { kRead, kWrite };
+
+  // The access id of peer's segment for `how`, got on first use.
+  int access(int peer, Access how, uint64_t *apid) {
+    uint64_t &id = apids_[how][peer];
+    if (!id) {
+      shaddr_get g{};
+      g.segid = segids_[peer];
+      g.flags = how == kWrite ? SHADDR_SEG_RDWR : SHADDR_SEG_RDONLY;
+      if (int err = dev_.call(SHADDR_IOC_GET, &g)) return err;
+      id = g.apid;
+    }
+    *apid = id;
+    return 0;
+  }
+
+  int map_for(Access how, int peer, uintptr_t addr, size_t len, RegCache::Ref *ref) {
+    if (peer < 0 || peer >= static_cast<int>(caches_.size()) || !ref) return -EINVAL;
+    if (peer == self_) {
+      ref->ptr = reinterpret_cast<void *>(addr);
+      ref->entry = 0;
+      return 0;
+    }
+    uint64_t apid;
+    if (int err = access(peer, how, &apid)) return err;
+    return caches_[peer]->acquire(apid, addr, len, ref);
+  }
+
   Device dev_;
   uint64_t segid_;
   int self_ = -1;
-  std::vector<uint64_t> apids_;
+  std::vector<uint64_t> segids_;
+  std::vector<uint64_t> apids_[2];  // [Access][peer]; 0 until got
   std::vector<std::unique_ptr<RegCache>> caches_;
 };
 

@@ -6,7 +6,10 @@
 // registration cache keyed by the peer's handle serves every peer: a hit costs nothing, a miss
 // costs a MAP (and, when the slots are full, an UNMAP of the least recently used window no
 // transfer holds). A range that crosses a block boundary cannot be one window: map() says
-// -ENOSPC and the caller uses read(), which maps block by block.
+// -ENOSPC and the caller uses read(), which maps block by block. Reads map windows read-only,
+// so a peer's read-only memory is a valid source; write() alone maps read-write. The cache's
+// key carries the access (kWriteKey on the handle), so an entry serves only the access it was
+// mapped for.
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -17,6 +20,9 @@
 
 namespace shaddr {
 namespace {
+
+// Handles have bit 63 clear (uapi): in a cache key it marks a read-write window.
+constexpr uint64_t kWriteKey = uint64_t{1} << 63;
 
 struct Export {
   uint64_t handle;
@@ -45,14 +51,14 @@ class WindowBackend final : public Backend {
     lim.max_entries = nr_slots;
     cache_ = std::make_unique<RegCache>(
         lim,
-        [this](uint64_t handle, uintptr_t base, size_t len, void **local) {
+        [this](uint64_t key, uintptr_t base, size_t len, void **local) {
           // base is block-aligned and len one block (map() refuses straddles).
-          const Export *e = by_handle(handle);
+          const Export *e = by_handle(key & ~kWriteKey);
           if (!e || len != e->block || base < e->base) return -EINVAL;
           shaddr_map m{};
-          m.handle = handle;
+          m.handle = e->handle;
           m.block = static_cast<uint32_t>((base - e->base) / e->block);
-          m.prot = SHADDR_PROT_READ | SHADDR_PROT_WRITE;
+          m.prot = SHADDR_PROT_READ | (key & kWriteKey ? SHADDR_PROT_WRITE : 0);
           if ((base - e->base) / e->block >= e->nr_blocks) return -EFAULT;
           int err = dev_.call(SHADDR_IOC_MAP, &m);
           *local = reinterpret_cast<void *>(m.addr);
@@ -67,16 +73,7 @@ class WindowBackend final : public Backend {
   }
 
   int map(int peer, uintptr_t addr, size_t len, RegCache::Ref *ref) override {
-    if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !ref || !len) return -EINVAL;
-    if (peer == self_) {
-      ref->ptr = reinterpret_cast<void *>(addr);
-      ref->entry = 0;
-      return 0;
-    }
-    const Export &e = peers_[peer];
-    if (addr < e.base || addr + len < addr) return -EFAULT;
-    if ((addr - e.base) % e.block + len > e.block) return -ENOSPC;  // two windows' worth
-    return cache_->acquire(e.handle, addr, len, ref);
+    return map_for(false, peer, addr, len, ref);
   }
   void unmap(int peer, const RegCache::Ref &ref) override {
     if (peer != self_ && ref.entry) cache_->release(ref);
@@ -94,6 +91,19 @@ class WindowBackend final : public Backend {
   }
 
  private:
+  int map_for(bool write, int peer, uintptr_t addr, size_t len, RegCache::Ref *ref) {
+    if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !ref || !len) return -EINVAL;
+    if (peer == self_) {
+      ref->ptr = reinterpret_cast<void *>(addr);
+      ref->entry = 0;
+      return 0;
+    }
+    const Export &e = peers_[peer];
+    if (addr < e.base || addr + len < addr) return -EFAULT;
+    if ((addr - e.base) % e.block + len > e.block) return -ENOSPC;  // two windows' worth
+    return cache_->acquire(e.handle | (write ? kWriteKey : 0), addr, len, ref);
+  }
+
   const Export *by_handle(uint64_t handle) const {
     for (const Export &e : peers_)
       if (e.handle == handle) return &e;
@@ -108,7 +118,7 @@ class WindowBackend final : public Backend {
       const size_t room = block - (addr - peers_[peer].base) % block;
       const size_t n = len < room ? len : room;
       RegCache::Ref ref;
-      if (int err = map(peer, addr, n, &ref)) return err;
+      if (int err = map_for(to_peer, peer, addr, n, &ref)) return err;
       if (to_peer)
         std::memcpy(ref.ptr, local, n);
       else

@@ -62,6 +62,10 @@ struct Tuning {
   static Tuning from_env(int nranks);
 };
 
+// The address a failed exposure publishes: no user address (non-canonical), and every read of
+// it (copy_from(), visit()) fails without touching the backend.
+constexpr uint64_t kExposureFailed = uint64_t{1} << 63;
+
 class Comm {
  public:
   static int create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::string *why);
@@ -90,7 +94,9 @@ class Comm {
   // --- the protocol (see the file comment) ---
   uint64_t begin();  // returns s
   // Publish up to four exposures for collective s: addr[i]/len[i]. Returns 0 or the expose()
-  // error (the post is made anyway, so that readers do not wait forever).
+  // error (the post is made anyway, so that readers do not wait forever; a failed exposure's
+  // address is kExposureFailed, which readers refuse to read: the owner's status fails the
+  // collective on every rank at finish()).
   int post(uint64_t s, const void *const *bufs, const size_t *lens, int n);
   // Expose one more buffer as exposure i (made visible by the next post_stage()).
   int expose_at(int i, const void *buf, size_t len);
@@ -213,6 +219,10 @@ class Comm {
 
   Comm() = default;
   bool peer_alive(int peer);
+  int exposure_failed(int peer) {
+    return fail(-ECANCELED, "rank " + std::to_string(peer) +
+                                " could not expose its buffer: nothing of it was read");
+  }
   uint64_t announce_call(uint64_t token);  // writes this rank's ledger record, and rings
   int await_call(uint64_t k, uint64_t token);
   bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
@@ -268,6 +278,7 @@ int Comm::visit(int peer, uint64_t addr, size_t len, size_t piece, Fn &&fn) {
     fn(reinterpret_cast<const void *>(addr), len);
     return 0;
   }
+  if (len && addr >= kExposureFailed) return exposure_failed(peer);
   size_t off = 0;
   while (off < len) {
     const size_t n = len - off < piece ? len - off : piece;
@@ -306,7 +317,7 @@ inline int Comm::post(uint64_t s, const void *const *bufs, const size_t *lens, i
     uintptr_t remote = 0;
     if (!err && lens[i]) err = injected_failure();
     if (!err && lens[i]) err = backend_->expose(bufs[i], lens[i], &remote);
-    a.addr[i] = remote;
+    a.addr[i] = err && lens[i] ? kExposureFailed : remote;
     a.len[i] = lens[i];
   }
   a.posted.store(s, std::memory_order_release);
@@ -319,7 +330,7 @@ inline int Comm::expose_at(int i, const void *buf, size_t len) {
   uintptr_t remote = 0;
   int err = len ? injected_failure() : 0;
   if (!err && len) err = backend_->expose(buf, len, &remote);
-  a.addr[i] = remote;
+  a.addr[i] = err ? kExposureFailed : remote;
   a.len[i] = len;
   return err;
 }
@@ -511,6 +522,7 @@ inline void Comm::slot_close(uint64_t j) {
 }
 
 inline int Comm::copy_from(int peer, uint64_t addr, void *dst, size_t len) {
+  if (len && addr >= kExposureFailed) return exposure_failed(peer);
   char *d = static_cast<char *>(dst);
   for (size_t off = 0; off < len; off += tuning_.chunk) {
     const size_t n = len - off < tuning_.chunk ? len - off : tuning_.chunk;

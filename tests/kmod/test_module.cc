@@ -26,7 +26,7 @@ namespace {
 constexpr const char *kDev = "/dev/shaddr";
 constexpr const char *kSysfs = "/sys/class/misc/shaddr";
 constexpr uint64_t kKnownFeatures = SHADDR_FEAT_WINDOWS | SHADDR_FEAT_SEGMENTS |
-                                    SHADDR_FEAT_HUGE_MAP;
+                                    SHADDR_FEAT_HUGE_MAP | SHADDR_FEAT_READ_ONLY_PAGES;
 
 long long read_stat(const std::string &name) {
   std::ifstream in(std::string(kSysfs) + "/stats/" + name);

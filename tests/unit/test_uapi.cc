@@ -125,10 +125,11 @@ struct Constant {
 
 const Constant kConstants[] = {
   CONSTANT(SHADDR_ABI_MAJOR, 0x1),
-  CONSTANT(SHADDR_ABI_MINOR, 0x1),
+  CONSTANT(SHADDR_ABI_MINOR, 0x2),
   CONSTANT(SHADDR_FEAT_WINDOWS, 0x1),
   CONSTANT(SHADDR_FEAT_SEGMENTS, 0x2),
   CONSTANT(SHADDR_FEAT_HUGE_MAP, 0x4),
+  CONSTANT(SHADDR_FEAT_READ_ONLY_PAGES, 0x8),
   CONSTANT(SHADDR_IOC_MAGIC, 0xc6),
   CONSTANT(SHADDR_PROT_READ, 0x1),
   CONSTANT(SHADDR_PROT_WRITE, 0x2),
@@ -185,7 +186,7 @@ TEST(Uapi, ConstantsArePinned) {
 
 TEST(Uapi, FeatureBitsAreDistinct) {
   const unsigned long long bits[] = {SHADDR_FEAT_WINDOWS, SHADDR_FEAT_SEGMENTS,
-                                     SHADDR_FEAT_HUGE_MAP};
+                                     SHADDR_FEAT_HUGE_MAP, SHADDR_FEAT_READ_ONLY_PAGES};
   unsigned long long seen = 0;
   for (auto b : bits) {
     EXPECT_EQ(__builtin_popcountll(b), 1);

@@ -2,13 +2,15 @@
 /*
  * A program written only against XPMEM's documented public API (xpmem.h, -lxpmem): it knows
  * nothing of shaddr. Exercises make/get/attach/detach/release/remove across fork, read-only
- * access, whole-address-space export and XPMEM's error conventions. Exit 0 = all checks
+ * access, memory the owner protected read-only, whole-address-space export and XPMEM's error
+ * conventions. Exit 0 = all checks
  * passed; it prints each failed check.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -83,6 +85,14 @@ int main(void)
 	whole = xpmem_make(0, XPMEM_MAXADDR_SIZE, XPMEM_PERMIT_MODE, (void *)0600);
 	CHECK(whole > 0);
 	CHECK(run_child(whole, (off_t)(uintptr_t)buf, XPMEM_RDWR, 'b', 0) == 0);
+
+	/* Memory the owner protected read-only: read through either access, a write refused. */
+	CHECK(mprotect(buf, SIZE, PROT_READ) == 0);
+	CHECK(run_child(whole, (off_t)(uintptr_t)buf, XPMEM_RDONLY, 'b', 0) == 0);
+	CHECK(run_child(whole, (off_t)(uintptr_t)buf, XPMEM_RDWR, 'b', 0) == 0);
+	CHECK(run_child(whole, (off_t)(uintptr_t)buf, XPMEM_RDWR, 'b', 1) == 100 + SIGSEGV);
+	CHECK(buf[100] == 'W' && buf[0] == 'b');
+	CHECK(mprotect(buf, SIZE, PROT_READ | PROT_WRITE) == 0);
 
 	/* XPMEM's error conventions. */
 	errno = 0;

@@ -26,6 +26,11 @@
  * ABI 1.1: QUERY and the other commands refuse foreign address spaces and
  * read-only descriptors as above (1.0 answered QUERY anywhere and failed
  * MAP on a read-only descriptor with -EINVAL).
+ *
+ * ABI 1.2 (%SHADDR_FEAT_READ_ONLY_PAGES): a read-write window or attachment
+ * maps the pages its exporter may only read (.rodata, mprotect(PROT_READ),
+ * read-only file mappings) read-only: reads work, a write there raises
+ * SIGSEGV (1.1 raised SIGBUS on any access to them).
  */
 #ifndef _UAPI_LINUX_SHADDR_H
 #define _UAPI_LINUX_SHADDR_H
@@ -37,7 +42,7 @@
 #define SHADDR_DEVICE_NAME	"shaddr"
 
 #define SHADDR_ABI_MAJOR	1
-#define SHADDR_ABI_MINOR	1
+#define SHADDR_ABI_MINOR	2
 
 /*
  * Feature bits reported by SHADDR_IOC_VERSION. A bit is set only when the
@@ -46,6 +51,8 @@
 #define SHADDR_FEAT_WINDOWS	(1ULL << 0)	/* CNK-style process windows */
 #define SHADDR_FEAT_SEGMENTS	(1ULL << 1)	/* XPMEM-like segments */
 #define SHADDR_FEAT_HUGE_MAP	(1ULL << 2)	/* PMD/PUD-sized window entries */
+/* Read-write mappings map pages the exporter may only read, read-only. */
+#define SHADDR_FEAT_READ_ONLY_PAGES	(1ULL << 3)
 
 /* 0xC6 is unassigned in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define SHADDR_IOC_MAGIC	0xC6
@@ -219,9 +226,13 @@ struct shaddr_query {
  * Argument: &struct shaddr_map. The window is populated with the exporter's
  * present pages at once; other pages fault in on first touch, in the
  * exporter's address space. It is not inherited across fork, cannot be
- * split or moved, and goes away on UNMAP, munmap or exit. A write window
- * maps only what the exporter may write itself: pages of a read-only
- * mapping of the exporter's raise SIGBUS.
+ * split or moved, and goes away on UNMAP, munmap or exit. Access follows the
+ * exporter's own permission, page by page, as of the access: a read-only
+ * window reads what the exporter may read; a read-write one also writes
+ * what the exporter may write, and maps what it may only read read-only (a
+ * write there raises SIGSEGV; the exporter's page is never written). A
+ * page the exporter cannot read (unmapped, PROT_NONE, VM_IO/VM_PFNMAP or
+ * secret memory, a file hole) raises SIGBUS.
  *
  * Return: 0; -EFAULT; -EINVAL (bad @prot, @flags or @block); -ENOENT (no
  * such handle, revoked, or its exporter exited); -EPERM (the caller may not
@@ -370,9 +381,12 @@ struct shaddr_attach {
  * define SHADDR_IOC_ATTACH - map part of a segment into the caller
  *
  * Argument: &struct shaddr_attach. Read-only unless the access id is
- * %SHADDR_SEG_RDWR. Its first 256 MiB are populated at once with present
- * pages; the rest faults in on demand (population stops at a fatal
- * signal). munmap() of an attachment is a clean detach. At most 1 TiB.
+ * %SHADDR_SEG_RDWR; page by page, access follows the exporter's own
+ * permission as for %SHADDR_IOC_MAP (a write where the exporter may only
+ * read raises SIGSEGV, a page it cannot read SIGBUS). Its first 256 MiB
+ * are populated at once with present pages; the rest faults in on demand
+ * (population stops at a fatal signal). munmap() of an attachment is a
+ * clean detach. At most 1 TiB.
  *
  * Return: 0; -EFAULT; -EINVAL (range outside the segment, zero size or
  * above 1 TiB, @flags, @pad, misaligned fixed address); -ENOENT (no such
