@@ -11,7 +11,6 @@
 #include <linux/idr.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
-#include <linux/pfn_t.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -635,10 +634,9 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 
 		shaddr_track_set(&m->populated, off >> PAGE_SHIFT,
 				 HPAGE_PMD_NR);
-		ret = vmf_insert_pfn_pmd(vmf,
-					 __pfn_to_pfn_t(page_to_pfn(pages[0]), 0),
-					 m->writable &&
-					 (vmf->flags & FAULT_FLAG_WRITE));
+		ret = shaddr_insert_pfn_pmd(vmf, page_to_pfn(pages[0]),
+					    m->writable &&
+					    (vmf->flags & FAULT_FLAG_WRITE));
 		memalloc_noreclaim_restore(noreclaim);
 		if (ret == VM_FAULT_NOPAGE) {
 			atomic64_add(HPAGE_PMD_NR, &shaddr_stats.pages_mapped);
