@@ -622,7 +622,15 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 	    shaddr_track_prepare(&m->populated, off >> PAGE_SHIFT, n))
 		goto out_unpin;
 	folio = page_folio(pages[0]);
-	if (folio_order(folio) != PMD_ORDER || pages[0] != folio_page(folio, 0))
+	/*
+	 * Only a folio of anonymous memory or of a file gets a PMD. Not the
+	 * huge zero folio (a read fault of the exporter's THP range; its
+	 * symbol is not exported): 7.x's zap_huge_pmd() withdraws a deposited
+	 * page table for every huge zero PMD, and a PFN PMD has none.
+	 */
+	if (folio_order(folio) != PMD_ORDER ||
+	    (!folio_test_anon(folio) && !READ_ONCE(folio->mapping)) ||
+	    pages[0] != folio_page(folio, 0))
 		goto out_unpin;
 	for (i = 1; i < n; i++)
 		if (pages[i] != folio_page(folio, i))
