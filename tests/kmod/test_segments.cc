@@ -413,14 +413,18 @@ long long anon_huge_kib() {
   }
   return 0;
 }
+
+bool huge_map_feature(int fd) {
+  shaddr_version ver{};
+  return xioctl(fd, SHADDR_IOC_VERSION, &ver) == 0 && (ver.features & SHADDR_FEAT_HUGE_MAP);
+}
+
+constexpr size_t k2M = 2 * kMiB;
 }  // namespace
 
 TEST_F(Segments, HugeExporterPagesMapWithPMDs) {
-  shaddr_version ver{};
-  ASSERT_EQ(xioctl(fd_, SHADDR_IOC_VERSION, &ver), 0);
-  if (!(ver.features & SHADDR_FEAT_HUGE_MAP))
-    GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
-  constexpr size_t k2M = 2 * kMiB, kLen = 4 * k2M;
+  if (!huge_map_feature(fd_)) GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
+  constexpr size_t kLen = 4 * k2M;
   const long long thp0 = anon_huge_kib();
   AlignedBuffer buf(kLen, k2M, /*touch=*/false);
   ASSERT_EQ(madvise(buf.data(), kLen, MADV_HUGEPAGE), 0);
@@ -452,11 +456,8 @@ TEST_F(Segments, HugeExporterPagesMapWithPMDs) {
 // attachment of it gets 4 KiB PTEs, never a PMD. On 7.x a PFN PMD of the huge zero folio made
 // the importer's munmap oops (zap_huge_pmd() withdrew a page table no PFN PMD has).
 TEST_F(Segments, TheHugeZeroFolioGetsNoPMD) {
-  shaddr_version ver{};
-  ASSERT_EQ(xioctl(fd_, SHADDR_IOC_VERSION, &ver), 0);
-  if (!(ver.features & SHADDR_FEAT_HUGE_MAP))
-    GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
-  constexpr size_t k2M = 2 * kMiB, kLen = 2 * k2M;
+  if (!huge_map_feature(fd_)) GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
+  constexpr size_t kLen = 2 * k2M;
   AlignedBuffer buf(kLen, k2M, /*touch=*/false);
   ASSERT_EQ(madvise(buf.data(), kLen, MADV_HUGEPAGE), 0);
   const volatile char *ro = buf.data();
