@@ -7,6 +7,10 @@ BUILD := $(TOP)/build
 # and the debug kernel's tree (tools/shaddr-debug-kernel) when it is built.
 DEBUG_KDIR = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shaddr/kernel/debug/build
 KDIRS = $(if $(KDIR),$(KDIR),$(wildcard /lib/modules/*/build) $(wildcard $(DEBUG_KDIR)))
+# ... and, without KDIR, every kernel of the Debian 13 root (tools/shaddr-trixie-root: trixie's
+# and trixie-backports' newest), built in that root with the compiler those kernels were built with.
+TRIXIE_ROOT := $(TOP)/tools/shaddr-trixie-root
+TRIXIE_KERNELS = $(if $(KDIR),,$(shell $(TRIXIE_ROOT) --kernels))
 # Compiles go through ccache (tools/shaddr-deps installs it) with paths taken relative to the
 # worktree, so a fresh worktree or clone of the same sources builds from the cache in seconds
 # instead of minutes (three trees: build, build/asan, build/tsan). Only a fresh build directory
@@ -16,7 +20,7 @@ CCACHE_LAUNCHER := $(if $(CCACHE),"env;CCACHE_BASEDIR=$(TOP);CCACHE_NOHASHDIR=1;
 CMAKE_GEN := -G Ninja $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE_LAUNCHER) \
 	-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE_LAUNCHER))
 
-.PHONY: all deps pkgs debug-kernel kmod userspace userspace-asan userspace-tsan run test test-full test-unit test-kmod test-mpi test-mpi-full \
+.PHONY: all deps pkgs debug-kernel trixie-root kmod userspace userspace-asan userspace-tsan run test test-full test-unit test-kmod test-mpi test-mpi-full \
 	bench bench-kmod calibrate checkpatch dkms-install dkms-uninstall clean help mpich test-mpich
 
 all: kmod userspace
@@ -29,7 +33,7 @@ help:
 	@echo "                3 minutes; SHADDR_CALIBRATE=0 skips it)"
 	@echo "make calibrate  this machine's calibration (the cost model measured here, read by"
 	@echo "                libshaddr), if missing or stale; tools/shaddr-model calibrate --force redoes it"
-	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, debug kernel), MPI tests;"
+	@echo "make test       unit tests, kernel tests in the VM (6.1, 6.12, the newest 7.x, debug kernel), MPI tests;"
 	@echo "                prints what each part cost, ends with \"N passed, N failed\"; what runs"
 	@echo "                where: docs/testing.md"
 	@echo "make check      the quick loop (minutes): unit tests, the sanitizers' fast subset, one"
@@ -38,9 +42,11 @@ help:
 	@echo "make test-full  everything: make test, the other kernel tests on every kernel (the VM"
 	@echo "                runner's self-tests, DKMS, ...), the whole MPI matrix, the applications"
 	@echo "make test-mpi-full  the interposer's whole MPI test matrix (hours)"
-	@echo "make deps       install every dependency from Debian's registry, build the debug kernel"
-	@echo "                (idempotent; the kernel's cold build takes tens of minutes, then cached)"
+	@echo "make deps       install every dependency from Debian's registry, build the debug kernel and"
+	@echo "                the Debian 13 root with the newest kernel (idempotent; the debug kernel's"
+	@echo "                cold build takes tens of minutes, the root's 5 alongside it, then cached)"
 	@echo "make debug-kernel  only the debug kernel (KASAN, lockdep, ...; tools/shaddr-debug-kernel)"
+	@echo "make trixie-root   only the Debian 13 root with the newest kernel (tools/shaddr-trixie-root)"
 	@echo "make bench      MPI comparison (every contender vs the copy limit): build/report/"
 	@echo "make bench-multihost  stock MPI vs shaddr's hierarchy across test hosts (part of bench)"
 	@echo "make bench-kmod window micro-benchmark in the VM (6.1 and 6.12)"
@@ -50,9 +56,15 @@ help:
 	@echo "make seed001-table  the Bcast segmentation table -> docs/seed001-segmentation.md"
 	@echo "make checkpatch | dkms-install | dkms-uninstall | clean"
 
-# deps: the packages and the debug kernel (tests run on it too). Building needs the packages only;
-# the test targets also need the debug kernel, so shaddr.ko is built for it as well.
-deps: pkgs debug-kernel
+# deps: the packages, the debug kernel and the Debian 13 root with the newest kernel (tests run
+# on both). Building needs the packages only; the test targets also need the kernels, so
+# shaddr.ko is built for them as well. The root (network and dpkg bound, about 5 minutes cold)
+# is made while the debug kernel compiles; its log goes to build/trixie-root.log.
+deps: pkgs
+	@set -e; mkdir -p $(BUILD); log=$(BUILD)/trixie-root.log; \
+		$(TRIXIE_ROOT) >$$log 2>&1 & root=$$!; \
+		s=0; $(TOP)/tools/shaddr-debug-kernel || s=$$?; \
+		if wait $$root; then tail -n 1 $$log; else cat $$log; s=1; fi; exit $$s
 
 pkgs:
 	@$(TOP)/tools/shaddr-deps
@@ -60,17 +72,28 @@ pkgs:
 debug-kernel: pkgs
 	@$(TOP)/tools/shaddr-debug-kernel
 
+trixie-root: pkgs
+	@$(TRIXIE_ROOT)
+
 ifneq ($(filter deps test test-kmod test-full,$(MAKECMDGOALS)),)
-KMOD_NEEDS_DEBUG_KERNEL := debug-kernel
+KMOD_NEEDS_KERNELS := deps
 endif
 
-kmod: pkgs $(KMOD_NEEDS_DEBUG_KERNEL)
+kmod: pkgs $(KMOD_NEEDS_KERNELS)
 	@set -e; for kdir in $(KDIRS); do \
 		ver=$$(sed -n 's/^#define UTS_RELEASE "\(.*\)"/\1/p' $$kdir/include/generated/utsrelease.h); \
 		out=$(BUILD)/kmod/$$ver; mkdir -p $$out; \
 		cp -rpu $(TOP)/kmod/. $$out/; \
 		echo "kmod: building shaddr.ko for $$ver"; \
 		$(MAKE) -s -C $$kdir M=$$out KCFLAGS=-Werror modules 2>&1 | { grep -v 'Skipping BTF' || true; }; \
+		test $${PIPESTATUS[0]} -eq 0; \
+	done
+	@set -e; for ver in $(TRIXIE_KERNELS); do \
+		out=$(BUILD)/kmod/$$ver; mkdir -p $$out; \
+		cp -rpu $(TOP)/kmod/. $$out/; \
+		echo "kmod: building shaddr.ko for $$ver (in the Debian 13 root)"; \
+		$(TRIXIE_ROOT) exec --bind $$out:/shaddr/kmod -- make -s -C /usr/src/linux-headers-$$ver \
+			M=/shaddr/kmod KCFLAGS=-Werror modules 2>&1 | { grep -v 'Skipping BTF' || true; }; \
 		test $${PIPESTATUS[0]} -eq 0; \
 	done
 

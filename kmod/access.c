@@ -10,10 +10,11 @@
 #include <linux/cred.h>
 #include <linux/pid.h>
 #include <linux/sched.h>
-#include <linux/sched/coredump.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/task.h>
 #include <linux/user_namespace.h>
 
+#include "compat.h"
 #include "shaddr_priv.h"
 
 static bool shaddr_creds_match(const struct cred *cred,
@@ -35,7 +36,7 @@ static bool shaddr_creds_match(const struct cred *cred,
  * Return: true if current belongs to @tgid, or its real uid/gid equal all of
  * the target's uids/gids and the target is dumpable, or current has
  * CAP_SYS_PTRACE in the target's user namespace (and, for a non-dumpable
- * target, in the namespace of its mm).
+ * target, in the user namespace that owns its executable image).
  */
 bool shaddr_may_attach(struct pid *tgid, struct mm_struct *mm)
 {
@@ -56,10 +57,33 @@ bool shaddr_may_attach(struct pid *tgid, struct mm_struct *mm)
 	ok = shaddr_creds_match(current_cred(), tcred);
 	if (!ok)
 		ok = ns_capable(tcred->user_ns, CAP_SYS_PTRACE);
+	if (ok && !shaddr_owner_dumpable(task, mm))
+		ok = ns_capable(shaddr_image_user_ns(task, mm), CAP_SYS_PTRACE);
 	rcu_read_unlock();
 	put_task_struct(task);
+	return ok;
+}
 
-	if (ok && get_dumpable(mm) != SUID_DUMP_USER)
-		ok = ns_capable(mm->user_ns, CAP_SYS_PTRACE);
+/**
+ * shaddr_exporter_capable() - has current @cap over the exporter's image?
+ * @tgid: the exporter's thread group
+ * @mm: the exporter's address space
+ * @cap: the capability
+ *
+ * Return: true if current has @cap in the user namespace that owns the
+ * executable image of @tgid (false once @tgid is gone).
+ */
+bool shaddr_exporter_capable(struct pid *tgid, struct mm_struct *mm, int cap)
+{
+	struct task_struct *task;
+	bool ok;
+
+	task = get_pid_task(tgid, PIDTYPE_TGID);
+	if (!task)
+		return false;
+	rcu_read_lock();
+	ok = ns_capable(shaddr_image_user_ns(task, mm), cap);
+	rcu_read_unlock();
+	put_task_struct(task);
 	return ok;
 }

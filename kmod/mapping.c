@@ -11,7 +11,6 @@
 #include <linux/idr.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
-#include <linux/pfn_t.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -677,7 +676,15 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 	    shaddr_track_prepare(&m->populated, off >> PAGE_SHIFT, n))
 		goto out_unpin;
 	folio = page_folio(pages[0]);
-	if (folio_order(folio) != PMD_ORDER || pages[0] != folio_page(folio, 0))
+	/*
+	 * Only a folio of anonymous memory or of a file gets a PMD. Not the
+	 * huge zero folio (a read fault of the exporter's THP range; its
+	 * symbol is not exported): 7.x's zap_huge_pmd() withdraws a deposited
+	 * page table for every huge zero PMD, and a PFN PMD has none.
+	 */
+	if (folio_order(folio) != PMD_ORDER ||
+	    (!folio_test_anon(folio) && !READ_ONCE(folio->mapping)) ||
+	    pages[0] != folio_page(folio, 0))
 		goto out_unpin;
 	for (i = 1; i < n; i++)
 		if (pages[i] != folio_page(folio, i))
@@ -689,10 +696,9 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 
 		shaddr_track_set(&m->populated, off >> PAGE_SHIFT,
 				 HPAGE_PMD_NR);
-		ret = vmf_insert_pfn_pmd(vmf,
-					 __pfn_to_pfn_t(page_to_pfn(pages[0]), 0),
-					 m->writable &&
-					 (vmf->flags & FAULT_FLAG_WRITE));
+		ret = shaddr_insert_pfn_pmd(vmf, page_to_pfn(pages[0]),
+					    m->writable &&
+					    (vmf->flags & FAULT_FLAG_WRITE));
 		memalloc_noreclaim_restore(noreclaim);
 		if (ret == VM_FAULT_NOPAGE) {
 			atomic64_add(HPAGE_PMD_NR, &shaddr_stats.pages_mapped);

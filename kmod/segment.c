@@ -32,7 +32,7 @@ static int shaddr_seg_permitted(struct shaddr_export *seg, bool writable)
 		granted = seg->mode;
 	if ((granted & want) == want)
 		return 0;
-	if (ns_capable(seg->mm->user_ns, CAP_IPC_OWNER))
+	if (shaddr_exporter_capable(seg->tgid, seg->mm, CAP_IPC_OWNER))
 		return 0;
 	return -EACCES;
 }

@@ -320,6 +320,7 @@ void shaddr_stats_init(void);
 
 /* access.c */
 bool shaddr_may_attach(struct pid *tgid, struct mm_struct *mm);
+bool shaddr_exporter_capable(struct pid *tgid, struct mm_struct *mm, int cap);
 
 /* export.c */
 int shaddr_export_init(void);

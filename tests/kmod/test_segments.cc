@@ -413,14 +413,18 @@ long long anon_huge_kib() {
   }
   return 0;
 }
+
+bool huge_map_feature(int fd) {
+  shaddr_version ver{};
+  return xioctl(fd, SHADDR_IOC_VERSION, &ver) == 0 && (ver.features & SHADDR_FEAT_HUGE_MAP);
+}
+
+constexpr size_t k2M = 2 * kMiB;
 }  // namespace
 
 TEST_F(Segments, HugeExporterPagesMapWithPMDs) {
-  shaddr_version ver{};
-  ASSERT_EQ(xioctl(fd_, SHADDR_IOC_VERSION, &ver), 0);
-  if (!(ver.features & SHADDR_FEAT_HUGE_MAP))
-    GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
-  constexpr size_t k2M = 2 * kMiB, kLen = 4 * k2M;
+  if (!huge_map_feature(fd_)) GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
+  constexpr size_t kLen = 4 * k2M;
   const long long thp0 = anon_huge_kib();
   AlignedBuffer buf(kLen, k2M, /*touch=*/false);
   ASSERT_EQ(madvise(buf.data(), kLen, MADV_HUGEPAGE), 0);
@@ -445,5 +449,33 @@ TEST_F(Segments, HugeExporterPagesMapWithPMDs) {
   EXPECT_EQ(p[k2M + 4 * kPage], 0x48);
   buf.data()[k2M + 3 * kPage] = 0x50;
   EXPECT_EQ(p[k2M + 3 * kPage], 0x50);
+  EXPECT_EQ(seg_detach(fd_, p), 0);
+}
+
+// Read faults of an exporter's THP range map the huge zero folio there (use_zero_page): an
+// attachment of it gets 4 KiB PTEs, never a PMD. On 7.x a PFN PMD of the huge zero folio made
+// the importer's munmap oops (zap_huge_pmd() withdrew a page table no PFN PMD has).
+TEST_F(Segments, TheHugeZeroFolioGetsNoPMD) {
+  if (!huge_map_feature(fd_)) GTEST_SKIP() << "this kernel has no huge PFN mappings (6.12+ has)";
+  constexpr size_t kLen = 2 * k2M;
+  AlignedBuffer buf(kLen, k2M, /*touch=*/false);
+  ASSERT_EQ(madvise(buf.data(), kLen, MADV_HUGEPAGE), 0);
+  const volatile char *ro = buf.data();
+  int sum = 0;
+  for (size_t off = 0; off < kLen; off += kPage) sum += ro[off];
+  ASSERT_EQ(sum, 0);
+  uint64_t segid, apid;
+  ASSERT_EQ(seg_make(fd_, buf.data(), kLen, 0600, &segid), 0);
+  ASSERT_EQ(seg_get(fd_, segid, SHADDR_SEG_RDONLY, &apid), 0);
+  char *p;
+  ASSERT_EQ(seg_attach(fd_, apid, 0, kLen, &p), 0);
+  const long long huge0 = stat_value("huge_mapped");
+  for (size_t off = 0; off < kLen; off += k2M) EXPECT_EQ(p[off + 4097], 0);
+  EXPECT_EQ(stat_value("huge_mapped"), huge0) << "the huge zero folio got a PMD";
+  EXPECT_EQ(seg_detach(fd_, p), 0);
+  // The exporter writes: it gets its own memory, the next attachment sees it.
+  memset(buf.data(), 0x51, kLen);
+  ASSERT_EQ(seg_attach(fd_, apid, 0, kLen, &p), 0);
+  EXPECT_EQ(p[k2M + 7], 0x51);
   EXPECT_EQ(seg_detach(fd_, p), 0);
 }
