@@ -755,7 +755,14 @@ static void shaddr_mapping_vm_close(struct vm_area_struct *vma)
  */
 static vm_fault_t shaddr_mapping_pfn_mkwrite(struct vm_fault *vmf)
 {
-	zap_vma_ptes(vmf->vma, vmf->address & PAGE_MASK, PAGE_SIZE);
+	struct vm_area_struct *vma = vmf->vma;
+	unsigned long idx = (vmf->address - vma->vm_start) >> PAGE_SHIFT;
+
+	/*
+	 * Through the importer's file, as the notifier zaps: zap_vma_ptes()
+	 * is zap_special_vma_range() on 7.x.
+	 */
+	shaddr_mapping_zap(vma->vm_private_data, idx, idx + 1);
 	return VM_FAULT_NOPAGE;
 }
 
