@@ -8,9 +8,9 @@ state)."""
 import os
 import re
 import time
+from statistics import median
 
 from . import proc
-from .goals import median
 from .text import md_table
 
 GOAL = 1.2

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The benchmark's goals, judged on one run's numbers: "met" or "NOT met"."""
+from statistics import median
+
 from .costs import COLLS, copy_bw, must_move
 from .text import fmt_size, md_table
 
@@ -256,12 +258,6 @@ def losses_beyond_noise(res, pairs=None):
         if j["floor"] >= JUDGEABLE_FLOOR:
             out += [(d, off, c, s) for c, s in j["losses"]]
     return out
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def rerun_ratio(partner_us, contender_us):

@@ -2,7 +2,9 @@
 """Synthetic benchmark records for the tests: shaddr-bench results and shaddr-compare
 contender records with times chosen by the test, and a copy limit."""
 
-COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier", "pingpong"]
+from shaddr_bench.costs import COLLS as BENCH_COLLS
+
+COLLS = BENCH_COLLS + ["pingpong"]
 SIZES = [8, 256, 4096, 65536, 1 << 20, 4 << 20]
 
 
