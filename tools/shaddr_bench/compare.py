@@ -22,6 +22,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, lg, must_move, two_copy_model  # noqa: F401
@@ -177,16 +178,16 @@ def cross_core_probe(build, timeout):
     On a shared VM host the same benchmark runs up to 4x slower when the vCPUs' cross-core
     copies are slow; contenders are comparable only when measured in the same state."""
     exe = os.path.join(build, "tools", "shaddr-copy-limit")
-    try:
-        out = subprocess.run([exe, "--sizes", "256K:256K", "--threads", "2"], capture_output=True,
-                             text=True, timeout=timeout).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 4 and f[0] == "262144":
-            return float(f[3]) * 1e9
-    return None
+    with tempfile.TemporaryDirectory(prefix="shaddr-probe-") as tmp:
+        jpath = os.path.join(tmp, "probe.json")
+        try:
+            subprocess.run([exe, "--sizes", "256K:256K", "--threads", "2", "--json", jpath],
+                           capture_output=True, timeout=timeout)
+            with open(jpath) as f:
+                rows = json.load(f)["results"]
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+            return None
+    return next((r["cross_core_Bps"] for r in rows if r.get("bytes") == 262144), None)
 
 
 def rerun_in_fast_state(cs, runs, bench, args, out_dir):

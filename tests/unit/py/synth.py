@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Synthetic benchmark records for the tests: shaddr-bench results and shaddr-compare
-contender records with times chosen by the test, and a copy limit."""
+contender records with times chosen by the test, and a copy limit; stand-ins for the programs
+the tools run."""
+import os
+import stat
 
 from shaddr_bench.costs import COLLS as BENCH_COLLS
 
@@ -42,3 +45,11 @@ def copy_limit(all_core_gbs=20.0, cross_core_gbs=10.0, one_core_gbs=15.0):
     rows = [{"bytes": s, "one_core_Bps": one_core_gbs * 1e9, "all_core_Bps": all_core_gbs * 1e9,
              "cross_core_Bps": cross_core_gbs * 1e9} for s in [8 << i for i in range(0, 24)]]
     return {"threads": 2, "results": rows}
+
+
+def script(path, text):
+    """A shell script at @path (its folders made) that runs @text: a stand-in for a program."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)

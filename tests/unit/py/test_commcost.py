@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: MIT
 """What a communicator costs (make run's Communicators): comm_cost's line, the alternating
 runs, and the goal "creation loop within 1.5x of stock"."""
-import os
-import stat
-
 from goals_md import table, verdict
+from synth import script
 from shaddr_bench import commcost
 
 LINE = ("comm_cost: 2 ranks: dup + 8-byte Allreduce + free: 36.2 us/iteration (300); 1 MiB "
@@ -76,13 +74,6 @@ def test_not_measured_is_not_judged():
     assert md[0].endswith("not judged (--comm-cost-reps 0).\n")
     assert "Not measured: --comm-cost-reps 0." in commcost.section_md({"skipped":
                                                                       "--comm-cost-reps 0"})[1]
-
-
-def script(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n" + text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
 def test_measure_alternates_stock_and_shaddr_run(tmp_path):

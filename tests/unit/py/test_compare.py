@@ -1,0 +1,27 @@
+# SPDX-License-Identifier: MIT
+"""The comparison driver's own steps: the probe of the machine's cross-core state."""
+import json
+
+from shaddr_bench import compare
+from synth import script
+
+
+def test_the_state_probe_reads_copy_limits_json(tmp_path):
+    # A shaddr-copy-limit that writes its --json (the cross-core rate the probe wants, beside
+    # the others) and prints a table the probe must not read.
+    build = str(tmp_path)
+    doc = {"tool": "shaddr-copy-limit", "threads": 2, "results": [
+        {"bytes": 262144, "one_core_Bps": 3e10, "all_core_Bps": 5e10, "cross_core_Bps": 1.5e10}]}
+    script(f"{build}/tools/shaddr-copy-limit",
+           'while [ "$1" != --json ]; do shift; done\n'
+           f"echo '{json.dumps(doc)}' > \"$2\"\necho '  262144 1.00 2.00 3.00'\n")
+    assert compare.cross_core_probe(build, 10) == 1.5e10
+    # No JSON (it failed), or not the probe's size: no state.
+    script(f"{build}/tools/shaddr-copy-limit", "echo '  262144 1.00 2.00 3.00'; exit 1\n")
+    assert compare.cross_core_probe(build, 10) is None
+    doc["results"][0]["bytes"] = 4096
+    script(f"{build}/tools/shaddr-copy-limit",
+           'while [ "$1" != --json ]; do shift; done\n'
+           f"echo '{json.dumps(doc)}' > \"$2\"\n")
+    assert compare.cross_core_probe(build, 10) is None
+    assert compare.cross_core_probe(str(tmp_path / "none"), 10) is None
