@@ -2,6 +2,7 @@
 """Synthetic benchmark records for the tests: shaddr-bench results and shaddr-compare
 contender records with times chosen by the test, and a copy limit; stand-ins for the programs
 the tools run."""
+import json
 import os
 import stat
 
@@ -53,3 +54,13 @@ def script(path, text):
     with open(path, "w") as f:
         f.write("#!/bin/sh\n" + text)
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+def echo_record(rec, line="", **shell):
+    """Shell lines that print @line (a program's line for people) and then @rec as the one line
+    of JSON the tools read (proc.record()), each key of @shell's value being that shell
+    expression (a variable the stand-in sets)."""
+    text = json.dumps(dict(rec, **{k: 0 for k in shell})).replace('"', '\\"')
+    for k, v in shell.items():
+        text = text.replace(f'\\"{k}\\": 0', f'\\"{k}\\": {v}')
+    return (f'echo "{line}"\n' if line else "") + f'echo "{text}"\n'

@@ -5,7 +5,7 @@ import os
 
 from goals_md import table, verdict
 from shaddr_bench import alloccost
-from test_commcost import script
+from synth import script
 
 
 def test_parse_reads_the_benchs_line():
