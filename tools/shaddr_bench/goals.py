@@ -306,7 +306,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
     run's noise: a point loses when shaddr-off time / contender time falls below the lowest
     the two runs' ping-pong (the same code) reached (noise_floor()). The points that lost in
     the main passes and were measured again by the confirmation pass (@confirmation,
-    compare.py's confirm_losses()) are judged by those reruns (rerun_ratio())."""
+    judge.py's confirm_losses()) are judged by those reruns (rerun_ratio())."""
     rows = []
     verdicts = []
     for d, off in (pairs or AGAINST_OFF).items():

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 
-from . import compare as COMPARE
+from . import runner
 from .costs import COLLS
 from .fit import fit_envelope
 
@@ -59,10 +59,10 @@ WHO_CXX = {"fifo": "kFifo", "slots": "kSlots", "heap": "kHeap", "segment": "kSeg
 
 # The patched MPICH with shaddr off (its release_gather, MPIR's Allgather/Alltoall) and Open
 # MPI's options, as make run's contenders run them.
-MPICH_OFF = COMPARE.env_pairs(COMPARE.MPICH_COMMON + " " + COMPARE.MPICH_OFF)
+MPICH_OFF = runner.env_pairs(runner.MPICH_COMMON + " " + runner.MPICH_OFF)
 # ... and with every call to its shaddr algorithms (the `patch` lines: its own layers' cost).
-MPICH_ON = COMPARE.env_pairs(COMPARE.MPICH_COMMON + " " + COMPARE.MPICH_ON)
-OMPI = COMPARE.OMPI_OPTS
+MPICH_ON = runner.env_pairs(runner.MPICH_COMMON + " " + runner.MPICH_ON)
+OMPI = runner.OMPI_OPTS
 
 
 def say(msg):
@@ -154,7 +154,7 @@ def rt_prefix():
 def cross_core_gbs(build):
     """The machine's state now: cross-core copy rate of 256 KiB in GB/s (shaddr-compare's
     probe). A shared VM's vCPUs drift between states up to 3x apart; the header records it."""
-    bps = COMPARE.cross_core_probe(build, 120)
+    bps = runner.cross_core_probe(build, 120)
     return bps / 1e9 if bps else None
 
 

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""The comparison driver's own steps: the probe of the machine's cross-core state."""
+"""shaddr-compare's runner: the probe of the machine's cross-core state."""
 import json
 
-from shaddr_bench import compare
+from shaddr_bench import runner
 from synth import script
 
 
@@ -15,13 +15,13 @@ def test_the_state_probe_reads_copy_limits_json(tmp_path):
     script(f"{build}/tools/shaddr-copy-limit",
            'while [ "$1" != --json ]; do shift; done\n'
            f"echo '{json.dumps(doc)}' > \"$2\"\necho '  262144 1.00 2.00 3.00'\n")
-    assert compare.cross_core_probe(build, 10) == 1.5e10
+    assert runner.cross_core_probe(build, 10) == 1.5e10
     # No JSON (it failed), or not the probe's size: no state.
     script(f"{build}/tools/shaddr-copy-limit", "echo '  262144 1.00 2.00 3.00'; exit 1\n")
-    assert compare.cross_core_probe(build, 10) is None
+    assert runner.cross_core_probe(build, 10) is None
     doc["results"][0]["bytes"] = 4096
     script(f"{build}/tools/shaddr-copy-limit",
            'while [ "$1" != --json ]; do shift; done\n'
            f"echo '{json.dumps(doc)}' > \"$2\"\n")
-    assert compare.cross_core_probe(build, 10) is None
-    assert compare.cross_core_probe(str(tmp_path / "none"), 10) is None
+    assert runner.cross_core_probe(build, 10) is None
+    assert runner.cross_core_probe(str(tmp_path / "none"), 10) is None
