@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""shaddr-compare's runner: the probe of the machine's cross-core state."""
+"""shaddr-compare's runner: the probe of the machine's cross-core state, the stock against
+shaddr-run measurements' choice of MPIs."""
 import json
 
 from shaddr_bench import runner
@@ -25,3 +26,26 @@ def test_the_state_probe_reads_copy_limits_json(tmp_path):
            f"echo '{json.dumps(doc)}' > \"$2\"\n")
     assert runner.cross_core_probe(build, 10) is None
     assert runner.cross_core_probe(str(tmp_path / "none"), 10) is None
+
+
+def test_stock_vs_run_measures_the_mpis_only_names(monkeypatch):
+    class Args:
+        only = "interposer-openmpi,mpich"
+        ranks = 4
+    calls = []
+
+    def measure(build, mpis, ranks, reps, launcher, say):
+        calls.append((build, mpis, ranks, reps, launcher))
+        return {"mpis": mpis}
+    monkeypatch.setattr(runner, "say", lambda m: None)
+    assert runner.run_stock_vs_run("/b", Args(), 3, "--x-reps", measure, "x") == {
+        "mpis": ["openmpi"]}
+    assert calls == [("/b", ["openmpi"], 4, 3, runner.launcher)]
+    assert runner.run_stock_vs_run("/b", Args(), 0, "--x-reps", measure, "x") == {
+        "skipped": "--x-reps 0"}
+    Args.only = "mpich"
+    assert runner.run_stock_vs_run("/b", Args(), 3, "--x-reps", measure, "x") == {
+        "skipped": "--only names no interposer-<mpi>"}
+    Args.only = None
+    runner.run_stock_vs_run("/b", Args(), 3, "--x-reps", measure, "x")
+    assert calls[-1][1] == ["mpich", "openmpi"]
