@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
 		MPI_Comm_free(&c);
 	}
 	const double dup_us = t_dup / reps * 1e6, new_first_us = t_new0 * 1e6;
-	const double new_later_us = t_new / (reps - 1) * 1e6, set_up_us = t_again / (2 * reps) * 1e6;
+	const double new_later_us = t_new / (reps - 1) * 1e6;
+	const double set_up_us = t_again / (2 * reps) * 1e6;
 	if (rank == 0) {
 		printf("comm_cost: %d ranks: dup + 8-byte Allreduce + free: %.1f us/iteration (%d); "
 		       "1 MiB Allreduce, first on a fresh communicator: dup %.0f us, new group first "

@@ -39,7 +39,8 @@ void fbench_report(const char *binding, int nproc, const double *best, int ok)
 	const double ar_f = best[2] * 1e6, bc_f = best[3] * 1e6;
 
 	printf("fortran_bench: %s %d ranks: allreduce C %.1f us, Fortran %.1f us; bcast C %.1f us, "
-	       "Fortran %.1f us; %s\n", binding, nproc, ar_c, ar_f, bc_c, bc_f, ok ? "ok" : "WRONG");
+	       "Fortran %.1f us; %s\n",
+	       binding, nproc, ar_c, ar_f, bc_c, bc_f, ok ? "ok" : "WRONG");
 	printf("{\"tool\": \"fortran_bench\", \"binding\": \"%s\", \"ranks\": %d, "
 	       "\"ar_c\": %.3f, \"ar_f\": %.3f, \"bc_c\": %.3f, \"bc_f\": %.3f, \"ok\": %s}\n",
 	       binding, nproc, ar_c, ar_f, bc_c, bc_f, ok ? "true" : "false");
