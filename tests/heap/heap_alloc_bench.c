@@ -5,7 +5,7 @@
  *            the page faults of memory the allocator gave back), free(p)
  *   realloc: p = malloc(16 KiB), realloc doubling up to n, each new page written, free(p)
  * Each of T threads runs its rounds at once; the line gives the median over threads of each
- * thread's time per round.
+ * thread's time per round, and so does the JSON line after it (what alloccost.py reads).
  * Usage: shaddr_heap_alloc_bench malloc|realloc SIZE THREADS SECONDS */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -90,5 +90,7 @@ int main(int argc, char **argv) {
   qsort(us, (size_t)threads, sizeof us[0], cmp);
   printf("alloc_bench: %s %zu bytes, %d threads: %.3f us/round\n", argv[1], g_size, threads,
          us[threads / 2]);
+  printf("{\"tool\": \"alloc_bench\", \"mode\": \"%s\", \"size\": %zu, \"threads\": %d, "
+         "\"us\": %.3f}\n", argv[1], g_size, threads, us[threads / 2]);
   return 0;
 }

@@ -4,7 +4,8 @@
  * MPI_Allreduce on it, MPI_Comm_free), in microseconds per iteration, and the first collective
  * that libshaddr runs on a fresh communicator (a 1 MiB Allreduce: the interposer's set-up of
  * the communicator, then the call), against the same call once set up. Run it with and without
- * shaddr-run to compare; the numbers are printed, nothing is asserted (only the results).
+ * shaddr-run to compare; the numbers are printed (rank 0: a line, and the same as one line of
+ * JSON), nothing is asserted (only the results).
  *
  *   comm_cost [ITERATIONS]    (default 300)
  */
@@ -66,13 +67,22 @@ int main(int argc, char **argv) {
 		errors += b[n - 1] != (double)(n - 1) * size;
 		MPI_Comm_free(&c);
 	}
-	if (rank == 0)
+	const double dup_us = t_dup / reps * 1e6, new_first_us = t_new0 * 1e6;
+	const double new_later_us = t_new / (reps - 1) * 1e6;
+	const double set_up_us = t_again / (2 * reps) * 1e6;
+	if (rank == 0) {
 		printf("comm_cost: %d ranks: dup + 8-byte Allreduce + free: %.1f us/iteration (%d); "
 		       "1 MiB Allreduce, first on a fresh communicator: dup %.0f us, new group first "
 		       "%.0f us, new group later %.0f us; once set up %.0f us%s\n",
-		       size, loop, iterations, t_dup / reps * 1e6, t_new0 * 1e6,
-		       t_new / (reps - 1) * 1e6, t_again / (2 * reps) * 1e6,
+		       size, loop, iterations, dup_us, new_first_us, new_later_us, set_up_us,
 		       errors ? ": WRONG RESULTS" : "");
+		/* The same as one JSON line, for tools/shaddr_bench/commcost.py. */
+		printf("{\"tool\": \"comm_cost\", \"ranks\": %d, \"iterations\": %d, "
+		       "\"loop_us\": %.3f, \"dup_us\": %.3f, \"new_first_us\": %.3f, "
+		       "\"new_later_us\": %.3f, \"set_up_us\": %.3f, \"wrong\": %s}\n",
+		       size, iterations, loop, dup_us, new_first_us, new_later_us, set_up_us,
+		       errors ? "true" : "false");
+	}
 	free(a);
 	free(b);
 	MPI_Finalize();

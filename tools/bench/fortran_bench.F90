@@ -4,15 +4,16 @@
 ! -DBINDING_F08), against the same calls from C in the same process, on the same buffers
 ! (fortran_bench_c.c): rounds of ITERS calls, C and Fortran alternating, each call's time the
 ! slowest rank's mean over a round, the best round reported. Run stock and under shaddr-run
-! (tools/shaddr_bench/fortran.py). Prints one line (rank 0):
+! (tools/shaddr_bench/fortran.py). Prints (rank 0, fortran_bench_c.c's fbench_report) a line
 !   fortran_bench: BINDING N ranks: allreduce C X us, Fortran Y us; bcast C X us, Fortran Y us; ok
+! and the same as one line of JSON: {"tool": "fortran_bench", "binding": ..., "ar_c": X, ...}.
 program fortran_bench
 #if defined(BINDING_F08)
   use mpi_f08
 #elif defined(BINDING_MPI)
   use mpi
 #endif
-  use, intrinsic :: iso_c_binding, only: c_int, c_double
+  use, intrinsic :: iso_c_binding, only: c_char, c_int, c_double, c_null_char
   implicit none
 #if defined(BINDING_MPIFH)
   include 'mpif.h'
@@ -28,6 +29,12 @@ program fortran_bench
       integer(c_int), value :: which, n, iters
       real(c_double) :: a(*), b(*)
     end function
+    subroutine fbench_report(binding, nproc, best, ok) bind(C, name='fbench_report')
+      import :: c_char, c_int, c_double
+      character(kind=c_char) :: binding(*)
+      integer(c_int), value :: nproc, ok
+      real(c_double) :: best(*)
+    end subroutine
   end interface
   integer, parameter :: n = 131072, iters = 20, rounds = 7
   double precision, allocatable :: a(:), b(:)
@@ -67,9 +74,6 @@ program fortran_bench
   call MPI_Allreduce(a, b, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
   ok = all(b == [(dble(nproc * mod(i, 97) + nproc * (nproc - 1) / 2), i = 1, n)])
   call MPI_Allreduce(MPI_IN_PLACE, ok, 1, MPI_LOGICAL, MPI_LAND, MPI_COMM_WORLD, ierr)
-  if (rank == 0) print '(3a,i0,a,4(f0.1,a),a)', 'fortran_bench: ', binding, ' ', nproc, &
-      ' ranks: allreduce C ', best(1, 1) * 1d6, ' us, Fortran ', best(1, 2) * 1d6, &
-      ' us; bcast C ', best(2, 1) * 1d6, ' us, Fortran ', best(2, 2) * 1d6, ' us; ', &
-      merge('ok   ', 'WRONG', ok)
+  if (rank == 0) call fbench_report(binding // c_null_char, nproc, best, merge(1, 0, ok))
   call MPI_Finalize(ierr)
 end program fortran_bench

@@ -6,11 +6,10 @@ heap, heap, glibc, ...). Judged: every point within GOAL x glibc, by the median 
 repetitions of each pair's ratio (the host is noisy: pairs run back to back see the same
 state)."""
 import os
-import re
 import time
+from statistics import median
 
 from . import proc
-from .goals import median
 from .text import md_table
 
 GOAL = 1.2
@@ -19,29 +18,19 @@ MODES = ("malloc", "realloc")
 SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
 THREADS = (1, 2, 4)
 
-LINE = re.compile(r"alloc_bench: (?P<mode>\w+) (?P<size>\d+) bytes, (?P<threads>\d+) threads: "
-                  r"(?P<us>[\d.]+) us/round")
-
-
-def parse(text):
-    """The bench's line as {mode, size, threads, us}, or None."""
-    m = LINE.search(text)
-    if not m:
-        return None
-    return {"mode": m["mode"], "size": int(m["size"]), "threads": int(m["threads"]),
-            "us": float(m["us"])}
+# The bench's record (its JSON line): the median thread's microseconds per round.
+KEYS = ("mode", "size", "threads", "us")
 
 
 def run_once(cmd, env, timeout):
     """One run: its microseconds per round, or {error: why}."""
-    p, why = proc.run(cmd, env, timeout)
+    p, rec, why = proc.run_for_record(cmd, env, timeout, "alloc_bench", KEYS)
     if p is None:
         return {"error": why}
-    rec = parse(p.stdout)
-    if rec is None or p.returncode:
+    if p.returncode:
         tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
         return {"error": f"exit {p.returncode} ({tail[0][:120]})"}
-    return {"us": rec["us"]}
+    return {"us": float(rec["us"])}
 
 
 def key(mode, size, threads):

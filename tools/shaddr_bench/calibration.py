@@ -7,7 +7,7 @@ import re
 import subprocess
 
 from . import model
-from .compare import TOP, launcher, run_streaming, say
+from .runner import TOP, launcher, run_streaming, say
 from .text import md_table
 
 # What a calibration takes (seconds): `shaddr-model calibrate`, 3 rounds of its 12 jobs (one

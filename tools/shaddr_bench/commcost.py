@@ -5,47 +5,27 @@ stock, ...) and each side's medians taken. Judged: the loop of (MPI_Comm_dup, on
 MPI_Allreduce, MPI_Comm_free) within LOOP_GOAL x stock; stated: the set-up that the first
 libshaddr collective (a 1 MiB MPI_Allreduce) pays on a fresh communicator."""
 import os
-import re
 import time
+from statistics import median
 
 from . import proc
-from .goals import median
 from .text import md_table
 
 LOOP_GOAL = 1.5
 ITERATIONS = 300
 SIDES = ("stock", "shaddr-run")
 
-# comm_cost's one line (rank 0); times in us.
-LINE = re.compile(
-    r"comm_cost: (?P<ranks>\d+) ranks: dup \+ 8-byte Allreduce \+ free: "
-    r"(?P<loop_us>[\d.]+) us/iteration \((?P<iterations>\d+)\); 1 MiB Allreduce, first on a "
-    r"fresh communicator: dup (?P<dup_us>[\d.]+) us, new group first (?P<new_first_us>[\d.]+) "
-    r"us, new group later (?P<new_later_us>[\d.]+) us; once set up (?P<set_up_us>[\d.]+) us"
-    r"(?P<wrong>: WRONG RESULTS)?")
-
-
-def parse(text):
-    """comm_cost's numbers from its output ({ranks, iterations: int; loop_us, dup_us,
-    new_first_us, new_later_us, set_up_us: float; wrong: bool}), or None without its line."""
-    m = LINE.search(text)
-    if not m:
-        return None
-    out = {k: (int(v) if k in ("ranks", "iterations") else float(v))
-           for k, v in m.groupdict().items() if k != "wrong"}
-    out["wrong"] = bool(m.group("wrong"))
-    return out
+# comm_cost's record (its JSON line, rank 0): times in us, "wrong" when a result was wrong.
+KEYS = ("ranks", "iterations", "loop_us", "dup_us", "new_first_us", "new_later_us", "set_up_us",
+        "wrong")
 
 
 def run_once(cmd, env, timeout):
-    """One comm_cost run: parse()'s dict with its seconds, or {error: why}."""
+    """One comm_cost run: its record (KEYS) with its seconds, or {error: why}."""
     t0 = time.time()
-    p, why = proc.run_for_line(cmd, env, timeout, "comm_cost:")
+    p, rec, why = proc.run_for_record(cmd, env, timeout, "comm_cost", KEYS)
     if p is None:
         return {"error": why}
-    rec = parse(p.stdout)
-    if rec is None:
-        return {"error": f"exit {p.returncode}, comm_cost's line not understood"}
     rec["seconds"] = round(time.time() - t0, 1)
     if rec["wrong"] or p.returncode:
         rec["error"] = "wrong results" if rec["wrong"] else f"exit {p.returncode}"

@@ -4,6 +4,8 @@ arithmetic, shared by the comparison report, the goals and the multi-host model.
 import bisect
 import math
 
+# The collectives shaddr-bench measures (with its ping-pong) and the goals judge: the one list
+# of them for every module and test.
 COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier"]
 
 

@@ -4,7 +4,6 @@ MPI_Allreduce (DOUBLE PRECISION, MPI_SUM) and MPI_Bcast from Fortran and the sam
 in the same process, stock and under shaddr-run, the two sides alternating. Judged: under
 shaddr-run, each Fortran call within GOAL x the same call from C."""
 import os
-import re
 
 from . import proc
 from .text import md_table
@@ -12,24 +11,21 @@ from .text import md_table
 GOAL = 1.10
 BINDINGS = ("mpifh", "mpi", "f08")
 SIDES = ("stock", "shaddr-run")
-LINE = re.compile(r"fortran_bench: (?P<binding>\S+) (?P<ranks>\d+) ranks: allreduce C "
-                  r"(?P<ar_c>[\d.]+) us, Fortran (?P<ar_f>[\d.]+) us; bcast C (?P<bc_c>[\d.]+) "
-                  r"us, Fortran (?P<bc_f>[\d.]+) us; (?P<ok>ok|WRONG)")
+# fortran_bench's record (its JSON line, rank 0): times in us, "ok" false when a result was
+# wrong.
+KEYS = ("binding", "ar_c", "ar_f", "bc_c", "bc_f", "ok")
 
 
 def run_once(cmd, env, timeout):
-    """One run: {binding, ar_c, ar_f, bc_c, bc_f (us), ok} or {error: why}."""
-    p, why = proc.run_for_line(cmd, env, timeout, "fortran_bench:")
+    """One run: {binding, ar_c, ar_f, bc_c, bc_f (us)} or {error: why}."""
+    p, rec, why = proc.run_for_record(cmd, env, timeout, "fortran_bench", KEYS)
     if p is None:
         return {"error": why}
-    m = LINE.search(p.stdout)
-    if not m:
-        return {"error": f"exit {p.returncode}, fortran_bench's line not understood"}
-    rec = {k: float(v) for k, v in m.groupdict().items() if k.startswith(("ar_", "bc_"))}
-    rec["binding"] = m.group("binding")
-    if m.group("ok") != "ok" or p.returncode:
-        rec["error"] = "wrong results" if m.group("ok") != "ok" else f"exit {p.returncode}"
-    return rec
+    out = {k: float(rec[k]) for k in ("ar_c", "ar_f", "bc_c", "bc_f")}
+    out["binding"] = rec["binding"]
+    if not rec["ok"] or p.returncode:
+        out["error"] = "wrong results" if not rec["ok"] else f"exit {p.returncode}"
+    return out
 
 
 def measure(build, mpis, ranks, reps, launcher, say, timeout=120):

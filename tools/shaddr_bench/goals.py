@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The benchmark's goals, judged on one run's numbers: "met" or "NOT met"."""
+from statistics import median
+
 from .costs import COLLS, copy_bw, must_move
 from .text import fmt_size, md_table
 
@@ -258,12 +260,6 @@ def losses_beyond_noise(res, pairs=None):
     return out
 
 
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
 def rerun_ratio(partner_us, contender_us):
     """How much faster than @contender_us its partner's alternating reruns @partner_us (us,
     neither empty) say it is: the median of every pairwise ratio partner / contender (the
@@ -310,7 +306,7 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
     run's noise: a point loses when shaddr-off time / contender time falls below the lowest
     the two runs' ping-pong (the same code) reached (noise_floor()). The points that lost in
     the main passes and were measured again by the confirmation pass (@confirmation,
-    compare.py's confirm_losses()) are judged by those reruns (rerun_ratio())."""
+    judge.py's confirm_losses()) are judged by those reruns (rerun_ratio())."""
     rows = []
     verdicts = []
     for d, off in (pairs or AGAINST_OFF).items():

@@ -36,13 +36,15 @@ import sys
 import tempfile
 import time
 
-from . import compare as COMPARE
+from . import runner
+from .costs import COLLS
 from .fit import fit_envelope
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
-         "alltoall"]
-BENCH_COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier"]
+# The collectives of libshaddr's cost model (its `model.` lines), a wider set than the
+# benchmark's (costs.COLLS).
+MODEL_COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
+               "alltoall"]
 # A job ran in the fast state when the cross-core probe before it was at least this share of
 # the best probe of the measurement.
 FAST_SHARE = 0.7
@@ -57,10 +59,10 @@ WHO_CXX = {"fifo": "kFifo", "slots": "kSlots", "heap": "kHeap", "segment": "kSeg
 
 # The patched MPICH with shaddr off (its release_gather, MPIR's Allgather/Alltoall) and Open
 # MPI's options, as make run's contenders run them.
-MPICH_OFF = COMPARE.env_pairs(COMPARE.MPICH_COMMON + " " + COMPARE.MPICH_OFF)
+MPICH_OFF = runner.env_pairs(runner.MPICH_COMMON + " " + runner.MPICH_OFF)
 # ... and with every call to its shaddr algorithms (the `patch` lines: its own layers' cost).
-MPICH_ON = COMPARE.env_pairs(COMPARE.MPICH_COMMON + " " + COMPARE.MPICH_ON)
-OMPI = COMPARE.OMPI_OPTS
+MPICH_ON = runner.env_pairs(runner.MPICH_COMMON + " " + runner.MPICH_ON)
+OMPI = runner.OMPI_OPTS
 
 
 def say(msg):
@@ -89,7 +91,7 @@ def bench_lines(who, docs, ranks):
     documents: each collective's envelope, the barrier's alpha."""
     out = []
     for coll, pts in sorted(bench_points(docs).items()):
-        if coll not in COLLS:
+        if coll not in MODEL_COLLS:
             continue
         if coll == "barrier":
             out.append(f"model.{who}.barrier={pts[0][1]:.3f}/1000000.000@{ranks}")
@@ -111,7 +113,7 @@ def layer_diffs(docs, base_docs):
     out = {}
     base = bench_points(base_docs)
     for coll, pts in sorted(bench_points(docs).items()):
-        if coll not in COLLS or coll == "barrier":
+        if coll not in MODEL_COLLS or coll == "barrier":
             continue
         ref = dict(base.get(coll, []))
         diffs = [(s, max(LAYER_FLOOR_US, t - ref[s])) for s, t in pts if s in ref and s > 0]
@@ -152,7 +154,7 @@ def rt_prefix():
 def cross_core_gbs(build):
     """The machine's state now: cross-core copy rate of 256 KiB in GB/s (shaddr-compare's
     probe). A shared VM's vCPUs drift between states up to 3x apart; the header records it."""
-    bps = COMPARE.cross_core_probe(build, 120)
+    bps = runner.cross_core_probe(build, 120)
     return bps / 1e9 if bps else None
 
 
@@ -192,7 +194,7 @@ def bench_once(mpi, launcher, env, ranks, build, sizes, colls=None, wrap=()):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     cmd = rt_prefix() + launcher + ["-n", str(ranks), *wrap, exe, "--coll",
-                                    colls or ",".join(BENCH_COLLS), "--sizes", sizes,
+                                    colls or ",".join(COLLS), "--sizes", sizes,
                                     "--json", path]
     say(f"{' '.join(f'{k}={v}' for k, v in env.items() if k != 'LD_LIBRARY_PATH')} "
         f"{' '.join(cmd)}")
@@ -383,7 +385,7 @@ def point_lines(who, docs, ranks):
     range: two sizes at least, so not the Barrier (its `model.` line is its time)."""
     out = []
     for coll, pts in sorted(bench_points(docs).items()):
-        if coll not in COLLS or coll == "barrier":
+        if coll not in MODEL_COLLS or coll == "barrier":
             continue
         pts = [(s, t) for s, t in pts if t > 0 and s > 0]
         if len(pts) >= 2:

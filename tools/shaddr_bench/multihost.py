@@ -28,6 +28,7 @@ import sys
 import time
 
 from . import costs
+from .costs import COLLS
 from .fit import fit_alpha_beta
 from .text import fmt_size, fmt_us
 
@@ -35,7 +36,6 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 HOSTS_TOOL = os.path.join(TOP, "tools", "shaddr-hosts")
 RSH = os.path.join(TOP, "tools", "shaddr-hosts-rsh")
 NET = "10.77.0.0/24"
-COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier"]
 SEGMENT = 262144  # SHADDR_INTERPOSE_SEGMENT's default: pieces of the leaders' pipelined Bcast
 
 def say(msg):

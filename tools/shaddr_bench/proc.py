@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Running a measured program: its output, or why there is none."""
+"""Running a measured program: its output, or why there is none; its record, the one line of
+JSON it prints."""
+import json
 import subprocess
 
 
@@ -14,11 +16,34 @@ def run(cmd, env, timeout):
         return None, str(e)
 
 
-def run_for_line(cmd, env, timeout, what):
-    """run(), and the output must have a line with @what: (the CompletedProcess, None), or
-    (None, why), why quoting the last line of the output when @what is missing."""
+def record(text, tool):
+    """The last line of @text that is a JSON object with "tool": @tool, as a dict, or None."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("tool") == tool:
+            return rec
+    return None
+
+
+def run_for_record(cmd, env, timeout, tool, keys):
+    """run(), and the output must have @tool's record() with each of @keys: (the
+    CompletedProcess, the record without "tool", None), or (None, None, why), why quoting the
+    last line of the output when it has no record."""
     p, why = run(cmd, env, timeout)
-    if p is not None and what not in p.stdout:
+    if p is None:
+        return None, None, why
+    rec = record(p.stdout, tool)
+    if rec is None:
         tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
-        return None, f"exit {p.returncode}, no {what} line ({tail[0][:120]})"
-    return p, why
+        return None, None, f"exit {p.returncode}, no {tool} record ({tail[0][:120]})"
+    missing = [k for k in keys if k not in rec]
+    if missing:
+        return None, None, f"exit {p.returncode}, {tool}'s record has no {', '.join(missing)}"
+    del rec["tool"]
+    return p, rec, None

@@ -1,8 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Synthetic benchmark records for the tests: shaddr-bench results and shaddr-compare
-contender records with times chosen by the test, and a copy limit."""
+contender records with times chosen by the test, and a copy limit; stand-ins for the programs
+the tools run."""
+import json
+import os
+import stat
 
-COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier", "pingpong"]
+from shaddr_bench.costs import COLLS as BENCH_COLLS
+
+COLLS = BENCH_COLLS + ["pingpong"]
 SIZES = [8, 256, 4096, 65536, 1 << 20, 4 << 20]
 
 
@@ -40,3 +46,21 @@ def copy_limit(all_core_gbs=20.0, cross_core_gbs=10.0, one_core_gbs=15.0):
     rows = [{"bytes": s, "one_core_Bps": one_core_gbs * 1e9, "all_core_Bps": all_core_gbs * 1e9,
              "cross_core_Bps": cross_core_gbs * 1e9} for s in [8 << i for i in range(0, 24)]]
     return {"threads": 2, "results": rows}
+
+
+def script(path, text):
+    """A shell script at @path (its folders made) that runs @text: a stand-in for a program."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+def echo_record(rec, line="", **shell):
+    """Shell lines that print @line (a program's line for people) and then @rec as the one line
+    of JSON the tools read (proc.record()), each key of @shell's value being that shell
+    expression (a variable the stand-in sets)."""
+    text = json.dumps(dict(rec, **{k: 0 for k in shell})).replace('"', '\\"')
+    for k, v in shell.items():
+        text = text.replace(f'\\"{k}\\": 0', f'\\"{k}\\": {v}')
+    return (f'echo "{line}"\n' if line else "") + f'echo "{text}"\n'

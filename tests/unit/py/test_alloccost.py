@@ -1,17 +1,26 @@
 # SPDX-License-Identifier: MIT
-"""The heap's allocation cost against glibc's (make bench's Goals): the bench's line, the
+"""The heap's allocation cost against glibc's (make bench's Goals): the bench's record, the
 alternating runs, and the goal "every point within 1.2x of glibc"."""
 import os
 
 from goals_md import table, verdict
 from shaddr_bench import alloccost
-from test_commcost import script
+from synth import echo_record, script
 
 
-def test_parse_reads_the_benchs_line():
-    r = alloccost.parse("alloc_bench: realloc 16777216 bytes, 4 threads: 65.250 us/round\n")
-    assert r == {"mode": "realloc", "size": 16 << 20, "threads": 4, "us": 65.25}
-    assert alloccost.parse("something else\n") is None
+RECORD = {"tool": "alloc_bench", "mode": "realloc", "size": 16 << 20, "threads": 4, "us": 65.25}
+HUMAN = "alloc_bench: realloc 16777216 bytes, 4 threads: 65.250 us/round"
+
+
+def test_run_once_reads_the_benchs_record(tmp_path):
+    exe = str(tmp_path / "bench")
+    script(exe, echo_record(RECORD, HUMAN))
+    assert alloccost.run_once([exe], {}, 10) == {"us": 65.25}
+    script(exe, echo_record(RECORD, HUMAN) + "echo 'free(): invalid pointer' >&2; exit 134\n")
+    assert alloccost.run_once([exe], {}, 10) == {"error": "exit 134 (free(): invalid pointer)"}
+    script(exe, f'echo "{HUMAN}"\n')
+    assert alloccost.run_once([exe], {}, 10) == {
+        "error": f"exit 0, no alloc_bench record ({HUMAN})"}
 
 
 def test_the_median_pairwise_ratio_judges_and_a_heap_failure_fails():
@@ -34,7 +43,7 @@ def test_measure_alternates_glibc_and_the_preloaded_heap(tmp_path):
     # The fake bench: slower with LD_PRELOAD set, and logs which side ran.
     script(f"{build}/tests/heap/shaddr_heap_alloc_bench",
            f'if [ -n "$LD_PRELOAD" ]; then US=3.0; S=heap; else US=2.0; S=glibc; fi\n'
-           f'echo $S >> {log}\necho "alloc_bench: $1 $2 bytes, $3 threads: $US us/round"\n')
+           f'echo $S >> {log}\n' + echo_record(RECORD, us="$US"))
     ac = alloccost.measure(build, 2, lambda m: None, modes=("malloc",), sizes=(1 << 20,),
                            threads=(1,))
     assert log.read_text().split() == ["glibc", "heap", "heap", "glibc"]

@@ -1,24 +1,30 @@
 # SPDX-License-Identifier: MIT
-"""What a communicator costs (make run's Communicators): comm_cost's line, the alternating
+"""What a communicator costs (make run's Communicators): comm_cost's record, the alternating
 runs, and the goal "creation loop within 1.5x of stock"."""
-import os
-import stat
-
 from goals_md import table, verdict
+from synth import echo_record, script
 from shaddr_bench import commcost
 
-LINE = ("comm_cost: 2 ranks: dup + 8-byte Allreduce + free: 36.2 us/iteration (300); 1 MiB "
-        "Allreduce, first on a fresh communicator: dup 1633 us, new group first 19493 us, new "
-        "group later 16268 us; once set up 881 us")
+HUMAN = ("comm_cost: 2 ranks: dup + 8-byte Allreduce + free: 36.2 us/iteration (300); 1 MiB "
+         "Allreduce, first on a fresh communicator: dup 1633 us, new group first 19493 us, new "
+         "group later 16268 us; once set up 881 us")
+RECORD = {"tool": "comm_cost", "ranks": 2, "iterations": 300, "loop_us": 36.2, "dup_us": 1633.0,
+          "new_first_us": 19493.0, "new_later_us": 16268.0, "set_up_us": 881.0, "wrong": False}
 
 
-def test_parse_reads_comm_costs_line():
-    r = commcost.parse("some MPI warning\n" + LINE + "\n")
-    assert r == {"ranks": 2, "loop_us": 36.2, "iterations": 300, "dup_us": 1633.0,
-                 "new_first_us": 19493.0, "new_later_us": 16268.0, "set_up_us": 881.0,
-                 "wrong": False}
-    assert commcost.parse(LINE + ": WRONG RESULTS\n")["wrong"]
-    assert commcost.parse("comm_cost: 2 ranks: something else\n") is None
+def test_run_once_reads_comm_costs_record(tmp_path):
+    exe = str(tmp_path / "comm_cost")
+    script(exe, "echo 'some MPI warning'\n" + echo_record(RECORD, HUMAN))
+    r = commcost.run_once([exe], {}, 10)
+    assert r == dict({k: v for k, v in RECORD.items() if k != "tool"}, seconds=r["seconds"])
+    script(exe, echo_record(dict(RECORD, wrong=True), HUMAN) + "exit 1\n")
+    assert commcost.run_once([exe], {}, 10)["error"] == "wrong results"
+    script(exe, f'echo "{HUMAN}"; exit 3\n')
+    assert commcost.run_once([exe], {}, 10) == {
+        "error": f"exit 3, no comm_cost record ({HUMAN[:120]})"}
+    script(exe, echo_record({k: v for k, v in RECORD.items() if k != "set_up_us"}, HUMAN))
+    assert commcost.run_once([exe], {}, 10) == {
+        "error": "exit 0, comm_cost's record has no set_up_us"}
 
 
 def rec(loop, later=20000.0, once=1000.0, **extra):
@@ -78,22 +84,14 @@ def test_not_measured_is_not_judged():
                                                                       "--comm-cost-reps 0"})[1]
 
 
-def script(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n" + text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
-
-
 def test_measure_alternates_stock_and_shaddr_run(tmp_path):
     # A build directory whose comm_cost prints a line (slower under shaddr-run) and logs each
     # run's side, and whose shaddr-run marks its child.
     build, log = str(tmp_path), tmp_path / "order"
     script(f"{build}/tools/shaddr-run", 'SHADDR_FAKE=1 exec "$@"\n')
-    line = LINE.replace("36.2", "$LOOP")
     script(f"{build}/tests/interpose/comm_cost-mpich",
            f'if [ -n "$SHADDR_FAKE" ]; then LOOP=8.0; S=shaddr; else LOOP=4.0; S=stock; fi\n'
-           f'echo $S >> {log}\necho "{line}"\n')
+           f'echo $S >> {log}\n' + echo_record(RECORD, HUMAN, loop_us="$LOOP"))
     said = []
     cc = commcost.measure(build, ["mpich", "openmpi"], 2, 3, lambda m, n: [], said.append)
     assert log.read_text().split() == ["stock", "shaddr", "shaddr", "stock", "stock", "shaddr"]

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""Fortran's bindings against C (make run's "Fortran bindings"): shaddr-fortran-bench's line,
+"""Fortran's bindings against C (make run's "Fortran bindings"): shaddr-fortran-bench's record,
 the runs stock and under shaddr-run, and the goal "Fortran within 1.10x of C"."""
 from shaddr_bench import fortran
-from test_commcost import script
+from synth import echo_record, script
 
-LINE = ("fortran_bench: use-mpi_f08 2 ranks: allreduce C {ar_c} us, Fortran {ar_f} us; bcast C "
-        "22.0 us, Fortran 21.0 us; {ok}")
+RECORD = {"tool": "fortran_bench", "binding": "use-mpi_f08", "ranks": 2, "ar_c": 50.0,
+          "ar_f": 50.0, "bc_c": 22.0, "bc_f": 21.0, "ok": True}
 
 
 def rows_of(md):
@@ -17,11 +17,10 @@ def test_measure_runs_every_binding_both_sides_and_judges_fortran_against_c(tmp_
     build = str(tmp_path)
     script(f"{build}/tools/shaddr-run", 'SHADDR_FAKE=1 exec "$@"\n')
     # Under shaddr-run the Fortran Allreduce is 1.5x C's: not met; stock it is met.
-    line = LINE.format(ar_c="$C", ar_f="$F", ok="ok")
     for b in fortran.BINDINGS:
         script(f"{build}/tools/shaddr-fortran-bench-mpich-{b}",
                'if [ -n "$SHADDR_FAKE" ]; then C=40.0; F=60.0; else C=200.0; F=200.0; fi\n'
-               f'echo "{line}"\n')
+               + echo_record(RECORD, "fortran_bench: a line for people", ar_c="$C", ar_f="$F"))
     said = []
     fb = fortran.measure(build, ["mpich", "openmpi"], 2, 2, lambda m, n: [], said.append)
     assert [r["ar_f"] for r in fb["mpis"]["mpich"]["f08"]["shaddr-run"]] == [60.0, 60.0]
@@ -36,10 +35,13 @@ def test_wrong_results_or_no_line_fail_the_goal(tmp_path):
     build = str(tmp_path)
     script(f"{build}/tools/shaddr-run", 'exec "$@"\n')
     script(f"{build}/tools/shaddr-fortran-bench-mpich-mpifh",
-           f'echo "{LINE.format(ar_c=50.0, ar_f=50.0, ok="WRONG")}"\n')
+           echo_record(dict(RECORD, ok=False)))
     script(f"{build}/tools/shaddr-fortran-bench-mpich-mpi", "echo crashed; exit 3\n")
+    script(f"{build}/tools/shaddr-fortran-bench-mpich-f08",
+           echo_record({k: v for k, v in RECORD.items() if k != "bc_f"}))
     fb = fortran.measure(build, ["mpich"], 2, 1, lambda m, n: [], lambda s: None)
     rows = {r[1]: r for r in rows_of(fortran.section_md(fb))}
     assert rows["mpifh"][-1] == "NOT met: wrong results; wrong results"
-    assert rows["mpi"][-1].startswith("NOT met: exit 3, no fortran_bench: line (crashed)")
+    assert rows["mpi"][-1].startswith("NOT met: exit 3, no fortran_bench record (crashed)")
+    assert rows["f08"][-1].startswith("NOT met: exit 0, fortran_bench's record has no bc_f")
     assert fortran.section_md(None)[1].startswith("Not measured")
