@@ -115,9 +115,17 @@ int started(int rc) {
 
 using namespace shaddr::interpose;
 
+namespace {
+// A collective's entry: checked against the MPI's own result with SHADDR_VERIFY=1 (verify.h),
+// else run as implemented (calls.h).
+template <auto checked, auto plain, class... Args>
+int enter(Args... args) {
+  return verify::on() ? checked(args...) : plain(args...);
+}
+}  // namespace
+
 // The entries are this library's interface (MPICH's mpi.h does not mark them visible, and the
-// library is built with hidden visibility). With SHADDR_VERIFY=1 each collective is checked
-// (verify.h), else it runs as implemented (calls.h).
+// library is built with hidden visibility).
 #pragma GCC visibility push(default)
 extern "C" {
 
@@ -137,88 +145,69 @@ int MPI_Barrier(MPI_Comm comm) {
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  return verify::on() ? verify::bcast(buf, count, type, root, comm)
-                      : impl::bcast(buf, count, type, root, comm);
+  return enter<verify::bcast, impl::bcast>(buf, count, type, root, comm);
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
                int root, MPI_Comm comm) {
-  return verify::on() ? verify::reduce(sendbuf, recvbuf, count, type, op, root, comm)
-                      : impl::reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  return enter<verify::reduce, impl::reduce>(sendbuf, recvbuf, count, type, op, root, comm);
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm) {
-  return verify::on() ? verify::allreduce(sendbuf, recvbuf, count, type, op, comm)
-                      : impl::allreduce(sendbuf, recvbuf, count, type, op, comm);
+  return enter<verify::allreduce, impl::allreduce>(sendbuf, recvbuf, count, type, op, comm);
 }
 
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return verify::on() ? verify::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                       recvtype, root, comm)
-                      : impl::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                     recvtype, root, comm);
+  return enter<verify::gather, impl::gather>(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, root, comm);
 }
 
 int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
-  return verify::on() ? verify::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                        displs, recvtype, root, comm)
-                      : impl::gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                      displs, recvtype, root, comm);
+  return enter<verify::gatherv, impl::gatherv>(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                                               displs, recvtype, root, comm);
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return verify::on() ? verify::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                        recvtype, root, comm)
-                      : impl::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                      recvtype, root, comm);
+  return enter<verify::scatter, impl::scatter>(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                               recvtype, root, comm);
 }
 
 int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  int root, MPI_Comm comm) {
-  return verify::on() ? verify::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
-                                         recvcount, recvtype, root, comm)
-                      : impl::scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
-                                       recvcount, recvtype, root, comm);
+  return enter<verify::scatterv, impl::scatterv>(sendbuf, sendcounts, displs, sendtype, recvbuf,
+                                                 recvcount, recvtype, root, comm);
 }
 
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return verify::on() ? verify::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                          recvtype, comm)
-                      : impl::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                        recvtype, comm);
+  return enter<verify::allgather, impl::allgather>(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                   recvtype, comm);
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                    MPI_Comm comm) {
-  return verify::on() ? verify::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                           displs, recvtype, comm)
-                      : impl::allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
-                                         displs, recvtype, comm);
+  return enter<verify::allgatherv, impl::allgatherv>(sendbuf, sendcount, sendtype, recvbuf,
+                                                     recvcounts, displs, recvtype, comm);
 }
 
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  return verify::on() ? verify::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                         recvtype, comm)
-                      : impl::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                       recvtype, comm);
+  return enter<verify::alltoall, impl::alltoall>(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                                 recvtype, comm);
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return verify::on() ? verify::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                          recvcounts, rdispls, recvtype, comm)
-                      : impl::alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
-                                        recvcounts, rdispls, recvtype, comm);
+  return enter<verify::alltoallv, impl::alltoallv>(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                                   recvcounts, rdispls, recvtype, comm);
 }
 
 // The PMPI_* names of the same functions.
