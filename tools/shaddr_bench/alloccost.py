@@ -10,7 +10,7 @@ import time
 from statistics import median
 
 from . import proc
-from .text import md_table
+from .text import fmt_size, md_table
 
 GOAL = 1.2
 SIDES = ("glibc", "heap")
@@ -28,8 +28,7 @@ def run_once(cmd, env, timeout):
     if p is None:
         return {"error": why}
     if p.returncode:
-        tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
-        return {"error": f"exit {p.returncode} ({tail[0][:120]})"}
+        return {"error": f"exit {p.returncode} ({proc.tail(p)})"}
     return {"us": float(rec["us"])}
 
 
@@ -57,7 +56,7 @@ def measure(build, reps, say, seconds=0.2, timeout=120, modes=MODES, sizes=SIZES
                 for t in threads:
                     cmd = [exe, mode, str(size), str(t), str(seconds)]
                     p = points.setdefault(key(mode, size, t), {s: [] for s in SIDES})
-                    for side in (SIDES if rep % 2 == 0 else SIDES[::-1]):
+                    for side in proc.alternate(rep, SIDES):
                         p[side].append(run_once(cmd, envs[side], timeout))
         say(f"allocation cost: repetition {rep + 1}/{reps} done")
     return {"points": points, "reps": reps, "seconds": round(time.time() - t0, 1),
@@ -83,10 +82,6 @@ def summarise(p):
     return out
 
 
-def size_str(n):
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-
-
 def goals_md(ac):
     """The Goals' line and table: every point judged."""
     if not ac or not ac.get("points"):
@@ -99,11 +94,9 @@ def goals_md(ac):
         verdicts.append(s["verdict"])
         def us(x):
             return f"{x:.2f}" if x is not None else "—"
-        rows.append([mode, size_str(int(size)), threads, us(s["glibc"]), us(s["heap"]),
+        rows.append([mode, fmt_size(int(size)), threads, us(s["glibc"]), us(s["heap"]),
                      f"{s['ratio']:.2f}x" if "ratio" in s else "—", s["verdict"]])
-    met = verdicts.count("met")
-    overall = ("met" if met == len(verdicts) else
-               f"NOT met ({len(verdicts) - met} of {len(verdicts)} points)")
+    overall = proc.overall(verdicts)
     return [f"**Allocation within {GOAL}x of glibc** (`libshaddr-heap.so`, "
             "[heap.md](../../docs/heap.md)): " + overall + ". `tests/heap/heap_alloc_bench.c`: "
             "malloc + a write per page + free rounds, and realloc doubling from 16 KiB to the "

@@ -50,14 +50,14 @@ def measure(build, mpis, ranks, reps, launcher, say, timeout=60, budget=40):
             cmds[m] = {"stock": base + [exe, str(ITERATIONS)],
                        "shaddr-run": base + [run, exe, str(ITERATIONS)]}
             out[m] = {side: [] for side in SIDES}
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = proc.mpi_env()
     t0 = time.time()
     for rep in range(reps):
         if rep and time.time() - t0 > budget:
             say(f"communicator cost: {rep} of {reps} repetitions within {budget} s")
             break
         for m, sides in cmds.items():
-            for side in (SIDES if rep % 2 == 0 else SIDES[::-1]):
+            for side in proc.alternate(rep, SIDES):
                 rec = run_once(sides[side], env, timeout)
                 out[m][side].append(rec)
                 say(f"communicator cost, {m}, {side}: " +
@@ -132,9 +132,7 @@ def goals_md(cc, where="host"):
                         "none above the noise")
                 setup.append([m, side, cost, ms(x["new_later_us"]), ms(x["new_first_us"]),
                               ms(x["set_up_us"]), ms(x["dup_us"])])
-    overall = ("NOT met" if "NOT met" in verdicts else "met" if "not judged" not in verdicts
-               else "not judged" if set(verdicts) == {"not judged"}
-               else "met where judged")
+    overall = proc.overall(verdicts)
     md = [f"**Communicator creation loop within {LOOP_GOAL}x of stock** ({where}): {overall}. "
           f"A loop of ({cc['iterations']} x `MPI_Comm_dup` of `MPI_COMM_WORLD`, one 8-byte "
           f"`MPI_Allreduce` on it, `MPI_Comm_free`), {cc['ranks']} ranks, us per iteration: "

@@ -39,6 +39,7 @@ import time
 from . import runner
 from .costs import COLLS
 from .fit import fit_envelope
+from .rounds import FAST_SHARE
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The collectives of libshaddr's cost model (its `model.` lines), a wider set than the
@@ -47,7 +48,6 @@ MODEL_COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "
                "alltoall"]
 # A job ran in the fast state when the cross-core probe before it was at least this share of
 # the best probe of the measurement.
-FAST_SHARE = 0.7
 # A job ran beside other work when, just before it, other processes kept more than this share
 # of the machine's CPUs busy: its ranks spin on their cores, so a compiler or another job on
 # them lands in its numbers; such a run counts as one in the slow state.

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from . import costs
+from . import costs, proc
 from .costs import COLLS
 from .fit import fit_alpha_beta
 from .text import fmt_size, fmt_us
@@ -65,7 +65,7 @@ def run(args, mpi, hosts, per, label, bench_args, interposer, out_dir):
         os.unlink(jpath)
     except FileNotFoundError:
         pass
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = proc.mpi_env()
     env.pop("SHADDR_NODES", None)
     extra = {"UCX_TLS": "tcp,self,sm", "UCX_NET_DEVICES": "veth0"} if mpi == "mpich" else {}
     if interposer:

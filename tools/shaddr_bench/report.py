@@ -192,7 +192,7 @@ def churn_mappings(res, n, params):
 def report(doc, out_dir):
     n, limit, res = doc["ranks"], doc["copy_limit"], doc["contenders"]
     pick = {8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20}
-    md = [f"# shaddr comparison report\n",
+    md = ["# shaddr comparison report\n",
           f"{doc['date']}, host `{doc['host']}` ({doc['cpu']}, {doc['cores']} cores), "
           f"**{n} ranks**, sizes {doc['sizes']}, {'short' if doc['short'] else 'full'} run, "
           f"{doc['seconds']:.0f} s.\n",
@@ -237,7 +237,7 @@ def report(doc, out_dir):
     md += ["**The shared heap** (`heap`, [heap.md](../../docs/heap.md); the defaults include it, "
            "`interposer-heap-<mpi>` sets it explicitly, `mpich-patched-heap` is the patched "
            "MPICH's defaults with `libshaddr-heap.so` preloaded in the ranks): with "
-           "`libshaddr-heap.so` preloaded, malloc'd buffers of `SHADDR_HEAP_MIN` (64 KiB) and "
+           "`libshaddr-heap.so` preloaded, malloc'd buffers of `SHADDR_HEAP_MIN` (16 KiB) and "
            "more, and `MPI_Alloc_mem`, live in a per-process memfd that every node peer maps "
            "once, read-only (received over a unix socket: no ptrace rights, no module). A "
            "peer's heap address then translates by an offset into that mapping, so the "
@@ -245,7 +245,7 @@ def report(doc, out_dir):
            "registration: this is the **native speed of the mapped single-copy algorithms** "
            "(the module's `segment`/`window` run the same algorithms, but here only under "
            "emulation). The benchmark's buffers are malloc'd, so they are in the heap from "
-           "64 KiB; smaller messages go through the inner backend (`heap+cma`: `cma`) or the "
+           "16 KiB; smaller messages go through the inner backend (`heap+cma`: `cma`) or the "
            "control block's slots.\n"]
     md += goals(res, limit, n, "host, shared heap",
                 side=lambda k: "heap" in k and res[k].get("status") == "ok")

@@ -19,8 +19,7 @@ BENCH_RESULT = {
     "required": ["coll", "bytes", "iters", "warmup", "t_max_us", "t_min_us", "t_avg_us",
                  "first_call_us", "errors"],
     "properties": {
-        "coll": {"enum": ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier",
-                          "pingpong"]},
+        "coll": {"enum": [*COLLS, "pingpong"]},
         "bytes": COUNT, "iters": COUNT, "warmup": COUNT,
         "t_max_us": POSITIVE, "t_min_us": POSITIVE, "t_avg_us": POSITIVE,
         "first_call_us": {"type": ["number", "null"]},

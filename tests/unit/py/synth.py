@@ -6,9 +6,8 @@ import json
 import os
 import stat
 
-from shaddr_bench.costs import COLLS as BENCH_COLLS
-
-COLLS = BENCH_COLLS + ["pingpong"]
+# Written out, not taken from the package: the schema tests check the package's list against it.
+COLLS = ["bcast", "reduce", "allreduce", "allgather", "alltoall", "barrier", "pingpong"]
 SIZES = [8, 256, 4096, 65536, 1 << 20, 4 << 20]
 
 

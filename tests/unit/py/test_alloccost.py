@@ -53,3 +53,15 @@ def test_measure_alternates_glibc_and_the_preloaded_heap(tmp_path):
                                                    "1.50x", "NOT met"]
     assert alloccost.measure(str(tmp_path / "none"), 1, print)["skipped"].endswith("not built")
     assert "not judged" in alloccost.goals_md({"skipped": "--alloc-cost-reps 0"})[0]
+
+
+def test_a_point_not_judged_does_not_lose_the_goal():
+    ok = {"glibc": [{"us": 1.0}], "heap": [{"us": 1.1}]}
+    unjudged = {"glibc": [{"error": "killed after 120 s"}], "heap": [{"us": 1.0}]}
+    lost = {"glibc": [{"us": 1.0}], "heap": [{"us": 1.5}]}
+    def doc(*points):
+        return {"reps": 1, "points": {f"malloc/{1 << (20 + i)}/1": p
+                                      for i, p in enumerate(points)}}
+    assert "): met where judged." in alloccost.goals_md(doc(ok, unjudged))[0]
+    assert "): NOT met (1 of 3)." in alloccost.goals_md(doc(ok, unjudged, lost))[0]
+    assert "): met." in alloccost.goals_md(doc(ok, ok))[0]

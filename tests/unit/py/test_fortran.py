@@ -41,7 +41,18 @@ def test_wrong_results_or_no_line_fail_the_goal(tmp_path):
            echo_record({k: v for k, v in RECORD.items() if k != "bc_f"}))
     fb = fortran.measure(build, ["mpich"], 2, 1, lambda m, n: [], lambda s: None)
     rows = {r[1]: r for r in rows_of(fortran.section_md(fb))}
-    assert rows["mpifh"][-1] == "NOT met: wrong results; wrong results"
+    assert rows["mpifh"][-1] == "NOT met: wrong results"  # shaddr-run's run; stock's too
     assert rows["mpi"][-1].startswith("NOT met: exit 3, no fortran_bench record (crashed)")
     assert rows["f08"][-1].startswith("NOT met: exit 0, fortran_bench's record has no bc_f")
     assert fortran.section_md(None)[1].startswith("Not measured")
+
+
+def test_a_failed_stock_run_does_not_judge_fortran_under_shaddr_run(tmp_path):
+    build = str(tmp_path)
+    script(f"{build}/tools/shaddr-run", 'SHADDR_FAKE=1 exec "$@"\n')
+    script(f"{build}/tools/shaddr-fortran-bench-mpich-mpifh",
+           'if [ -z "$SHADDR_FAKE" ]; then echo stock crashed; exit 3; fi\n'
+           + echo_record(RECORD, "fortran_bench: a line for people"))
+    fb = fortran.measure(build, ["mpich"], 2, 1, lambda m, n: [], lambda s: None)
+    row = {r[1]: r for r in rows_of(fortran.section_md(fb))}["mpifh"]
+    assert row[2] == "—" and row[-1] == "met (1.00x)"
