@@ -27,6 +27,7 @@
  *
  * Usage: coll_diff [--quick] [--thread-multiple]
  */
+#define _GNU_SOURCE /* dladdr (mpi_reference.h) */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <mpi.h>
@@ -37,6 +38,7 @@
 #include <string.h>
 
 #include "shaddr_interpose.h"
+#include "mpi_reference.h" /* PMPI_*: the MPI library's own, not the interposer's */
 
 static int g_rank, g_size, g_errors, g_checks, g_quick;
 static const char *g_expect = "none";

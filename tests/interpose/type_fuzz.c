@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Generated cases for the interposer's datatype and argument handling, judged against the MPI
- * library's own collectives (PMPI_*), which the interposer does not intercept.
+ * library's own collectives (PMPI_*, taken from the MPI library itself: mpi_reference.h).
  *
  *   type_fuzz types [--seed S] [--cases N] [--seconds T]
  *     Each case draws a collective, a communicator (world, a dup, a split with shuffled ranks),
@@ -31,6 +31,7 @@
  *     same lines, with a time limit against hangs. --only/--skip take comma-separated case
  *     names (the cases where the MPI itself hangs or corrupts memory are skipped for it).
  */
+#define _GNU_SOURCE /* dladdr (mpi_reference.h) */
 #include <dlfcn.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -43,6 +44,7 @@
 #include <unistd.h>
 
 #include "shaddr_interpose.h"
+#include "mpi_reference.h" /* PMPI_*: the MPI library's own, not the interposer's */
 
 static int g_rank, g_size, g_errors;
 static unsigned long long g_seed;
