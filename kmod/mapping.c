@@ -280,14 +280,29 @@ static long shaddr_pin_access(struct shaddr_mapping *m, struct mm_struct *mm,
 			      unsigned long addr, long nr, unsigned int flags,
 			      struct page **pages, bool *write)
 {
-	long n = 0;
+	struct vm_area_struct *vma;
+	long n;
 
-	if (m->writable)
+	*write = false;
+	if (m->writable) {
 		n = shaddr_pin(mm, addr, nr, flags | FOLL_WRITE, pages);
-	*write = n > 0;
-	if (n <= 0)
-		n = shaddr_pin(mm, addr, nr, flags, pages);
-	return n;
+		/* Only a refused write means "read-only there". */
+		if (n != -EFAULT) {
+			*write = n > 0;
+			return n;
+		}
+		/*
+		 * Without faulting, a page of a writable VMA that is present
+		 * but not yet writable (copy-on-write, clean) is refused too:
+		 * leave it to the fault, which makes it writable.
+		 */
+		if (flags & FOLL_NOFAULT) {
+			vma = vma_lookup(mm, addr);
+			if (!vma || (vma->vm_flags & VM_WRITE))
+				return n;
+		}
+	}
+	return shaddr_pin(mm, addr, nr, flags, pages);
 }
 
 /* The VMA of @m in the caller's mm, or NULL; caller holds its mmap lock. */
@@ -429,11 +444,12 @@ static long shaddr_fault_pin(struct shaddr_mapping *m, struct mm_struct *mm,
  * unless the exporter's range changed since @seq.
  */
 static void shaddr_fault_note_hole(struct shaddr_mapping *m, unsigned long off,
-				   unsigned long seq, vm_fault_t sig)
+				   bool write, unsigned long seq, vm_fault_t sig)
 {
 	mutex_lock(&m->exp->lock);
 	WRITE_ONCE(m->hole_task, current);
 	m->hole_off = off;
+	m->hole_write = write;
 	m->hole_seq = seq;
 	m->hole_sig = sig;
 	mutex_unlock(&m->exp->lock);
@@ -441,10 +457,11 @@ static void shaddr_fault_note_hole(struct shaddr_mapping *m, unsigned long off,
 
 /*
  * Is this the retry of a fault of current that found a hole at @off (or a
- * write denied there)? Returns the signal it found, else 0.
+ * write denied there), the same kind of access (@write)? A read after a
+ * denied write must map the page. Returns the signal it found, else 0.
  */
 static vm_fault_t shaddr_fault_known_hole(struct shaddr_mapping *m,
-					  unsigned long off)
+					  unsigned long off, bool write)
 {
 	vm_fault_t sig = 0;
 
@@ -452,6 +469,7 @@ static vm_fault_t shaddr_fault_known_hole(struct shaddr_mapping *m,
 		return 0;
 	mutex_lock(&m->exp->lock);
 	if (m->hole_task == current && m->hole_off == off &&
+	    m->hole_write == write &&
 	    !mmu_interval_read_retry(&m->exp->notifier, m->hole_seq))
 		sig = m->hole_sig;
 	WRITE_ONCE(m->hole_task, NULL);
@@ -502,8 +520,9 @@ static vm_fault_t shaddr_fault_slow(struct vm_fault *vmf, struct mm_struct *mm)
 				     &write);
 		if (n <= 0) {
 			mmap_read_unlock(mm);
-			shaddr_fault_note_hole(m, off, seq, n ? VM_FAULT_SIGBUS :
-							VM_FAULT_SIGSEGV);
+			shaddr_fault_note_hole(m, off, fault_write, seq,
+					       n ? VM_FAULT_SIGBUS :
+						   VM_FAULT_SIGSEGV);
 			break;
 		}
 		/*
@@ -580,7 +599,7 @@ static vm_fault_t shaddr_mapping_fault(struct vm_fault *vmf)
 	/* Nothing else bounds a caller that faults again and again. */
 	if (!may_wait && fatal_signal_pending(current))
 		return VM_FAULT_SIGBUS;
-	ret = shaddr_fault_known_hole(m, off);
+	ret = shaddr_fault_known_hole(m, off, vmf->flags & FAULT_FLAG_WRITE);
 	if (ret)
 		return ret;
 	if (READ_ONCE(exp->dead) || !mmget_not_zero(mm))
@@ -696,9 +715,9 @@ static vm_fault_t shaddr_mapping_huge_fault(struct vm_fault *vmf,
 
 		shaddr_track_set(&m->populated, off >> PAGE_SHIFT,
 				 HPAGE_PMD_NR);
+		/* Pinned for writing: a later write needs no fault. */
 		ret = shaddr_insert_pfn_pmd(vmf, page_to_pfn(pages[0]),
-					    m->writable &&
-					    (vmf->flags & FAULT_FLAG_WRITE));
+					    m->writable);
 		memalloc_noreclaim_restore(noreclaim);
 		if (ret == VM_FAULT_NOPAGE) {
 			atomic64_add(HPAGE_PMD_NR, &shaddr_stats.pages_mapped);

@@ -238,9 +238,11 @@ enum shaddr_mapping_state {
  * @user: the user the mapping's size is charged to (user.c)
  * @hole_task: a task whose fault's slow path found a hole at @hole_off
  *             (or a write the exporter may not make there) with the
- *             exporter's range as of @hole_seq; its retry raises @hole_sig
- *             (these four under @exp->lock)
+ *             exporter's range as of @hole_seq; its retry (the same
+ *             access, @hole_write) raises @hole_sig (these five under
+ *             @exp->lock)
  * @hole_off: see @hole_task
+ * @hole_write: see @hole_task: the fault was a write
  * @hole_seq: see @hole_task
  * @hole_sig: VM_FAULT_SIGBUS (a hole) or VM_FAULT_SIGSEGV (write denied)
  */
@@ -265,6 +267,7 @@ struct shaddr_mapping {
 	struct shaddr_user *user;
 	struct task_struct *hole_task;
 	unsigned long hole_off;
+	bool hole_write;
 	unsigned long hole_seq;
 	vm_fault_t hole_sig;
 };

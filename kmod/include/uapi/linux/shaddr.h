@@ -102,8 +102,9 @@ struct shaddr_version {
  * @prot: in: %SHADDR_PROT_READ, optionally | %SHADDR_PROT_WRITE: what
  *        importers of the handle may do
  * @flags: in: must be 0
- * @handle: out: opaque, random, never 0; valid until revoked or until the
- *          caller's file is closed
+ * @handle: out: opaque, random, never 0, bit 63 clear (users may tag a
+ *          handle with it); valid until revoked or until the caller's file
+ *          is closed
  * @base: out: address of the first block: @va rounded down to the slot size
  * @block_size: out: the caller's slot size
  * @nr_blocks: out: number of blocks covering [@va, @va + @len)
