@@ -288,6 +288,9 @@ constexpr SettingDef kSettings[] = {
     other("SHADDR_TEST_NODE_SIZES", "env", "`1 2 3 4 7 8`",
           "node sizes (threads as ranks) of the collectives' differential tests; `make "
           "test`'s ASan run and the VM's (`make test-full`) use `1 2 3 4`"),
+    other("SHADDR_TEST_NUMA_NODES", "env", "—",
+          "NUMA nodes `Topology.ThisMachine` (`tests/unit/test_topology.cc`) must find: the "
+          "kernel guests' run of it sets their count"),
     other("SHADDR_TEST_BIG_SIZES", "env", "—",
           "extra message sizes (bytes, space-separated) for the collectives' differential"
           " tests"),
