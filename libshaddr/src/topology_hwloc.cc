@@ -85,7 +85,8 @@ int load_topology_hwloc(const char *xml_path, Topology *out, std::string *why) {
              (xml_path ? std::string(", XML file ") + xml_path
                        : hwloc_topology_is_thissystem(topo) ? std::string(", this machine")
                                                             : std::string(", not this machine "
-                                                                          "(HWLOC_XMLFILE?)"));
+                                                                          "(HWLOC_XMLFILE or "
+                                                                          "HWLOC_SYNTHETIC)"));
   hwloc_topology_destroy(topo);
   finish_topology(&t, cores);
   *out = std::move(t);
