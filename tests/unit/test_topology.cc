@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -54,6 +55,13 @@ std::vector<int> range(int lo, int hi) {
 
 size_t domains(const Topology &t, Level l) { return t.at(l).size(); }
 
+// The machine's number of CPUs and of domains per level (package, numa, l3, l2).
+void expect_shape(const Topology &t, int cpus, const std::array<size_t, kLevels> &counts) {
+  EXPECT_EQ(t.cpus.count(), cpus) << t.source;
+  for (Level l : kAllLevels)
+    EXPECT_EQ(domains(t, l), counts[static_cast<size_t>(l)]) << level_name(l) << " " << t.source;
+}
+
 // Every group of @g's level @i has @size ranks.
 void expect_groups(const Grouping &g, size_t i, Level level, size_t groups, size_t size) {
   ASSERT_LT(i, g.levels.size()) << describe(g);
@@ -86,11 +94,7 @@ TEST(Topology, CpuSetParsesAndPrintsCpulists) {
 
 TEST(Topology, EpycNps4Levels) {
   const Topology t = load("epyc9654-2s-nps4");
-  EXPECT_EQ(t.cpus.count(), 384);
-  EXPECT_EQ(domains(t, Level::kPackage), 2u);
-  EXPECT_EQ(domains(t, Level::kNuma), 8u);
-  EXPECT_EQ(domains(t, Level::kL3), 24u);
-  EXPECT_EQ(domains(t, Level::kL2), 0u) << "a per-core L2 is not a shared cache";
+  expect_shape(t, 384, {2, 8, 24, 0});  // a per-core L2 is not a shared cache
   // Linux's numbering: the second threads of the cores are 192-383.
   EXPECT_EQ(t.at(Level::kPackage)[0].cpus.str(), "0-95,192-287");
   EXPECT_EQ(t.at(Level::kNuma)[1].cpus.str(), "24-47,216-239");
@@ -151,10 +155,7 @@ TEST(Topology, GroupingIsTheSameOnPermutedRanks) {
 
 TEST(Topology, IceLakeFoldsPackageNumaAndL3IntoOneLevel) {
   const Topology t = load("icelake-2s-48c");
-  EXPECT_EQ(t.cpus.count(), 96);
-  EXPECT_EQ(domains(t, Level::kNuma), 2u);
-  EXPECT_EQ(domains(t, Level::kL3), 2u);
-  EXPECT_EQ(domains(t, Level::kL2), 0u);
+  expect_shape(t, 96, {2, 2, 2, 0});
   const Grouping g = group_ranks(bound_to(t, range(0, 47)), kAllLevelsMask);
   ASSERT_EQ(g.levels.size(), 1u) << describe(g);
   expect_groups(g, 0, Level::kPackage, 2, 24);
@@ -167,10 +168,8 @@ TEST(Topology, IceLakeFoldsPackageNumaAndL3IntoOneLevel) {
 
 TEST(Topology, A64fxGroupsByCmg) {
   const Topology t = load("a64fx");
-  EXPECT_EQ(t.cpus.count(), 48);
-  EXPECT_EQ(domains(t, Level::kNuma), 4u);
-  EXPECT_EQ(domains(t, Level::kL3), 0u);
-  ASSERT_EQ(domains(t, Level::kL2), 4u) << "each CMG's L2 is shared by its 12 cores";
+  expect_shape(t, 48, {1, 4, 0, 4});  // each CMG's L2 is shared by its 12 cores
+  ASSERT_EQ(domains(t, Level::kL2), 4u);
   EXPECT_EQ(t.at(Level::kL2)[3].cpus.str(), "36-47");
   const Grouping g = group_ranks(bound_to(t, range(0, 47)), kAllLevelsMask);
   ASSERT_EQ(g.levels.size(), 1u) << describe(g);
@@ -182,8 +181,7 @@ TEST(Topology, A64fxGroupsByCmg) {
 
 TEST(Topology, OneNumaLaptopIsFlat) {
   const Topology t = load("laptop-8c");
-  EXPECT_EQ(domains(t, Level::kNuma), 1u);
-  EXPECT_EQ(domains(t, Level::kL3), 1u);
+  expect_shape(t, 16, {1, 1, 1, 0});
   const Grouping g = group_ranks(bound_to(t, range(0, 15)), kAllLevelsMask);
   EXPECT_TRUE(g.flat()) << describe(g);
   EXPECT_EQ(g.notes.size(), kLevels) << describe(g);
