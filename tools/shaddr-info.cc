@@ -207,14 +207,19 @@ int print_topology(const char *file, const char *cpus_arg) {
       std::printf("this process: runs on cpu %d, may run on cpus %s\n", me.cpu,
                   allowed.str().c_str());
       for (Level l : kAllLevels) {
-        const int32_t d = me.domain[static_cast<size_t>(l)];
-        const bool bound = me.bound & level_bit(l);
+        // The domain by the hardware's number, else (a cache without one) by its first CPU.
+        const int32_t first = me.domain[static_cast<size_t>(l)];
+        const int d = topo.domain_of_cpu(l, first);
+        const int os = d < 0 ? -1 : topo.at(l)[static_cast<size_t>(d)].os_index;
+        const std::string name = std::string(level_name(l)) +
+                                 (os >= 0 ? " " + std::to_string(os)
+                                          : " of cpu " + std::to_string(first));
         std::printf("  %-8s %s\n", level_name(l),
-                    d < 0 ? "none"
-                    : bound ? ("bound inside the domain of cpu " + std::to_string(d)).c_str()
-                            : ("not bound inside one domain; runs in that of cpu " +
-                               std::to_string(d) + " for now")
-                                  .c_str());
+                    d < 0                        ? "none"
+                    : me.bound & level_bit(l) ? ("bound inside " + name).c_str()
+                                              : ("not bound inside one; runs in " + name +
+                                                 " for now")
+                                                    .c_str());
       }
     }
   }
