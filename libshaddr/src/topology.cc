@@ -333,6 +333,24 @@ int decode_location(const uint8_t in[kLocationBytes], RankLocation *out, std::st
   return 0;
 }
 
+int gather_locations(const shaddr_host &host, const RankLocation &mine,
+                     std::vector<RankLocation> *all, std::string *why) {
+  uint8_t bytes[kLocationBytes];
+  encode_location(mine, bytes);
+  std::vector<uint8_t> every(kLocationBytes * static_cast<size_t>(host.size));
+  if (int err = host.allgather(bytes, every.data(), kLocationBytes, host.ctx)) {
+    *why = "allgather of the ranks' locations failed";
+    return err;
+  }
+  all->assign(static_cast<size_t>(host.size), RankLocation{});
+  for (size_t r = 0; r < all->size(); r++)
+    if (decode_location(every.data() + r * kLocationBytes, &(*all)[r], why)) {
+      *why = "node rank " + std::to_string(r) + "'s location: " + *why;
+      return -EINVAL;
+    }
+  return 0;
+}
+
 // --- the grouping ---
 
 namespace {

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "shaddr/host.h"
+
 namespace shaddr {
 
 // A set of CPUs by their OS numbers (Linux's and hwloc's "P#"), as a bitmap.
@@ -106,6 +108,11 @@ constexpr size_t kLocationBytes = 4 + 4 + 4 + 4 * kLevels;
 void encode_location(const RankLocation &loc, uint8_t out[kLocationBytes]);
 // 0, or -EINVAL with *why if @in is not an encoding of this version.
 int decode_location(const uint8_t in[kLocationBytes], RankLocation *out, std::string *why);
+// Every node rank's location, by one allgather through @host (collective); (*all)[r] is node
+// rank r's. Every rank decodes the same bytes, so all get the same result: 0, or the same
+// negative errno with *why.
+int gather_locations(const shaddr_host &host, const RankLocation &mine,
+                     std::vector<RankLocation> *all, std::string *why);
 
 // The ranks grouped at one level: which group each rank is in, each group's leader (its lowest
 // rank) and domain (first CPU). Groups are numbered in the order of their leaders.

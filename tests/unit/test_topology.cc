@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap.h"
 #include "settings.h"
 #include "topology.h"
 
@@ -310,6 +311,32 @@ TEST(Topology, LocationsSurviveTheirEncoding) {
   encode_location(loc, bytes);
   bytes[8] = 0xf0;  // a level that does not exist
   EXPECT_EQ(decode_location(bytes, &back, &why), -EINVAL);
+}
+
+// Node ranks (forked processes) each located on its own CPU of the EPYC exchange their
+// locations and all derive the grouping the locations give.
+TEST(Topology, GatheredLocationsGiveEveryRankTheSameGroups) {
+  const Topology t = load("epyc9654-2s-nps4");
+  const std::vector<int> cpus = {100, 0, 1, 30, 101, 31, 8};  // node rank r on cpus[r]
+  const Grouping want = group_ranks(bound_to(t, cpus), kAllLevelsMask);
+  ASSERT_EQ(want.levels.size(), 3u) << describe(want);
+  EXPECT_EQ(run_forked(static_cast<int>(cpus.size()), [&](const shaddr_host &h) {
+              std::vector<RankLocation> all;
+              std::string why;
+              if (gather_locations(h, bound_to(t, {cpus[static_cast<size_t>(h.rank)]})[0], &all,
+                                   &why)) {
+                std::fprintf(stderr, "rank %d: %s\n", h.rank, why.c_str());
+                return 1;
+              }
+              const Grouping g = group_ranks(all, kAllLevelsMask);
+              if (g.levels.size() != want.levels.size()) return 2;
+              for (size_t i = 0; i < g.levels.size(); i++)
+                if (g.levels[i].group != want.levels[i].group ||
+                    g.levels[i].leader != want.levels[i].leader)
+                  return 3;
+              return 0;
+            }),
+            0);
 }
 
 TEST(Topology, HwlocRefusesAFileThatIsNoTopology) {
