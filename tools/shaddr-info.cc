@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // shaddr-info: what the loaded shaddr module reports — ABI version, features, counters; and
 // (--settings) every setting as libshaddr declares it; (--calibration-path) where this machine's
-// calibration is read from.
+// calibration is read from; (--topology) the machine's or an hwloc XML file's levels and how
+// they group ranks.
 #include <getopt.h>
 #include <linux/shaddr.h>
 
@@ -17,6 +18,7 @@
 #include "shaddr/coll.h"
 #include "shaddr/settings.h"
 #include "shaddr/shaddr.h"
+#include "topology.h"
 
 namespace {
 
@@ -25,13 +27,18 @@ constexpr const char *kStatsDir = "/sys/class/misc/" SHADDR_DEVICE_NAME "/stats"
 void usage(FILE *out) {
   std::fprintf(out,
                "Usage: shaddr-info [--help] [--settings[=markdown]] [--calibration-path]\n"
+               "       shaddr-info --topology [FILE.xml] [--cpus LIST]\n"
                "Prints the shaddr kernel module's ABI version and features (from the\n"
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"
                "(%s/*). Exit status 0 if the module answered, 1 otherwise.\n"
                "--settings: every setting (name, kind, default, scope, meaning) instead, and\n"
                "the value this environment gives it; =markdown: docs/settings.md's table.\n"
                "--calibration-path: the file libshaddr reads this machine's calibration from\n"
-               "(`off` when $SHADDR_CALIBRATION is off); tools/shaddr-model calibrate writes it.\n",
+               "(`off` when $SHADDR_CALIBRATION is off); tools/shaddr-model calibrate writes it.\n"
+               "--topology: this machine's packages, NUMA nodes and shared caches (hwloc, else\n"
+               "sysfs), or those of an hwloc XML FILE (lstopo's output), where this process\n"
+               "runs, and with --cpus LIST (\"0-23,48\") how ranks bound one to each CPU of\n"
+               "LIST would be grouped under $SHADDR_TOPOLOGY (docs/topology.md).\n",
                kStatsDir);
 }
 
@@ -130,18 +137,133 @@ int print_calibration_path() {
   return 0;
 }
 
+std::string bytes_text(uint64_t b) {
+  return b >= (1u << 20) && b % (1u << 20) == 0 ? std::to_string(b >> 20) + " MiB"
+         : b >= 1024 && b % 1024 == 0           ? std::to_string(b >> 10) + " KiB"
+                                                : std::to_string(b) + " B";
+}
+
+// The levels (each domain with its CPUs), this process's place in them (the machine only),
+// and the grouping of ranks bound to the CPUs of @cpus_arg (one rank per CPU, in its order).
+int print_topology(const char *file, const char *cpus_arg) {
+  using namespace shaddr;
+  TopologyChoice choice;
+  std::string why;
+  if (topology_choice_from_env(&choice, &why)) {
+    std::fprintf(stderr, "shaddr-info: %s\n", why.c_str());
+    return 2;
+  }
+  // One rank per CPU, in the order given, each CPU once: "8-15,0-7" puts node rank 0 on cpu 8.
+  std::vector<int> rank_cpus;
+  for (std::string_view rest = cpus_arg ? cpus_arg : ""; !rest.empty();) {
+    const size_t comma = std::min(rest.find(','), rest.size());
+    CpuSet part;
+    if (CpuSet::parse(rest.substr(0, comma), &part, &why) || part.empty()) {
+      std::fprintf(stderr, "shaddr-info: --cpus %s: %s\n", cpus_arg,
+                   part.empty() && why.empty() ? "an empty part" : why.c_str());
+      return 2;
+    }
+    for (int c : part.cpus())
+      if (std::find(rank_cpus.begin(), rank_cpus.end(), c) == rank_cpus.end())
+        rank_cpus.push_back(c);
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
+  Topology loaded;
+  if (file && load_topology_hwloc(file, &loaded, &why)) {
+    std::fprintf(stderr, "shaddr-info: %s\n", why.c_str());
+    return 1;
+  }
+  const Topology &topo = file ? loaded : machine_topology();
+  std::printf("source:      %s\ncpus:        %s (%d)\n", topo.source.c_str(),
+              topo.cpus.str().c_str(), topo.cpus.count());
+  for (Level l : kAllLevels) {
+    const std::vector<Domain> &doms = topo.at(l);
+    std::printf("%-12s %zu domain%s%s\n", (std::string(level_name(l)) + ":").c_str(),
+                doms.size(), doms.size() == 1 ? "" : "s",
+                doms.empty() && (l == Level::kL3 || l == Level::kL2)
+                    ? " (none shared by more than one core)"
+                    : "");
+    for (const Domain &d : doms) {
+      std::printf("  %-8s %-4s cpus %s (%d)", level_name(l),
+                  d.os_index >= 0 ? std::to_string(d.os_index).c_str() : "?",
+                  d.cpus.str().c_str(), d.cpus.count());
+      if (d.cache_bytes) std::printf(", %s", bytes_text(d.cache_bytes).c_str());
+      std::printf("\n");
+    }
+  }
+  std::string levels;
+  for (Level l : kAllLevels)
+    if (choice.levels & level_bit(l))
+      levels += std::string(levels.empty() ? "" : ",") + level_name(l);
+  std::printf("SHADDR_TOPOLOGY: %s\n", choice.automatic ? "auto (every level)"
+                                         : choice.levels ? levels.c_str()
+                                                         : "flat");
+  if (!file) {
+    RankLocation me;
+    CpuSet allowed;
+    if (locate_self(topo, &me, &allowed, &why)) {
+      std::printf("this process: not located: %s\n", why.c_str());
+    } else {
+      std::printf("this process: runs on cpu %d, may run on cpus %s\n", me.cpu,
+                  allowed.str().c_str());
+      for (Level l : kAllLevels) {
+        // The domain by the hardware's number, else (a cache without one) by its first CPU.
+        const int32_t first = me.domain[static_cast<size_t>(l)];
+        const int d = topo.domain_of_cpu(l, first);
+        const int os = d < 0 ? -1 : topo.at(l)[static_cast<size_t>(d)].os_index;
+        const std::string name = std::string(level_name(l)) +
+                                 (os >= 0 ? " " + std::to_string(os)
+                                          : " of cpu " + std::to_string(first));
+        std::printf("  %-8s %s\n", level_name(l),
+                    d < 0                        ? "none"
+                    : me.bound & level_bit(l) ? ("bound inside " + name).c_str()
+                                              : ("not bound inside one; runs in " + name +
+                                                 " for now")
+                                                    .c_str());
+      }
+    }
+  }
+  if (!rank_cpus.empty()) {
+    std::vector<RankLocation> ranks;
+    for (int c : rank_cpus) {
+      if (!topo.cpus.has(c)) {
+        std::fprintf(stderr, "shaddr-info: --cpus: cpu %d is not in the topology (%s)\n", c,
+                     topo.cpus.str().c_str());
+        return 2;
+      }
+      CpuSet one;
+      one.add(c);
+      ranks.push_back(locate(topo, one, c));
+    }
+    std::printf("grouping of %zu ranks bound to cpus %s:\n", ranks.size(), cpus_arg);
+    const std::string text = describe(group_ranks(ranks, choice.levels));
+    for (size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1)
+      std::printf("  %s\n", text.substr(pos, nl - pos).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   // --settings[=markdown]: the settings table, as text or as the docs' Markdown.
   static const option kLong[] = {{"settings", optional_argument, nullptr, 's'},
                                  {"calibration-path", no_argument, nullptr, 'c'},
+                                 {"topology", no_argument, nullptr, 't'},
+                                 {"cpus", required_argument, nullptr, 'p'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
+  bool topology = false;
+  const char *cpus = nullptr;
   for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
     if (c == 'h') {
       usage(stdout);
       return 0;
+    }
+    if (c == 't' || c == 'p') {
+      topology = true;
+      if (c == 'p') cpus = optarg;
+      continue;
     }
     if (c == 'c') return print_calibration_path();
     if (c == 's' && !optarg) return print_settings(false);
@@ -150,6 +272,8 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (topology && optind + 1 >= argc)
+    return print_topology(optind < argc ? argv[optind] : nullptr, cpus);
   if (optind < argc) {
     std::fprintf(stderr, "shaddr-info: unknown argument '%s'\n", argv[optind]);
     usage(stderr);

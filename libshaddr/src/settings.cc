@@ -106,6 +106,13 @@ int parse_setting(const SettingDef &def, std::string_view text, uint64_t *value,
         }
       return refuse(std::string("one of: ") + def.choices);
     case SettingType::kText:
+      if (def.check) {
+        std::string bad;
+        if (!def.check(t, value, &bad)) return 0;
+        *why = std::string(def.name) + "=" + std::string(text) + ": " + bad;
+        return -EINVAL;
+      }
+      [[fallthrough]];
     case SettingType::kDoc:
       *value = fnv1a(t);
       return 0;

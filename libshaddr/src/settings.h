@@ -9,7 +9,7 @@
 //                  outside [lo, hi] or anything else after the number is refused
 //   boolean        0/1, no/yes, false/true, off/on (any case)
 //   choice         one of the declared words
-//   text           anything (paths)
+//   text           anything (paths), or what the setting's own check accepts
 // A value is taken from the environment, then (tunable settings only) from SHADDR_TUNING_FILE,
 // else the reader's default. An empty variable counts as unset.
 //
@@ -48,6 +48,9 @@ struct SettingDef {
   const char *kind;     // kOther: the table's "kind" column (env, module parameter, ...)
   const char *dflt;     // the default as the table shows it
   const char *doc;
+  // kText with a grammar of its own: 0 and *value (what the ranks agree on), or -EINVAL and
+  // *why saying what is expected; nullptr: any text.
+  int (*check)(std::string_view text, uint64_t *value, std::string *why);
 };
 
 std::span<const SettingDef> setting_defs();

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "settings.h"
+#include "topology.h"
 
 namespace shaddr {
 namespace {
@@ -17,12 +18,18 @@ constexpr uint64_t kKi = 1024, kMi = kKi * kKi, kGi = kMi * kKi, kTi = kGi * kKi
 constexpr SettingDef typed(const char *name, T type, L layer, bool equal, bool tunable,
                            uint64_t lo, uint64_t hi, const char *choices, const char *dflt,
                            const char *doc) {
-  return {name, type, layer, equal, tunable, lo, hi, choices, "", dflt, doc};
+  return {name, type, layer, equal, tunable, lo, hi, choices, "", dflt, doc, nullptr};
+}
+// A text setting with a grammar of its own (@check parses it; the ranks agree on its value).
+constexpr SettingDef checked(const char *name, L layer, bool equal,
+                             int (*check)(std::string_view, uint64_t *, std::string *),
+                             const char *dflt, const char *doc) {
+  return {name, T::kText, layer, equal, false, 0, 0, "", "", dflt, doc, check};
 }
 // Documented here, read elsewhere (a tool, a test, the module, MPICH).
 constexpr SettingDef other(const char *name, const char *kind, const char *dflt,
                            const char *doc) {
-  return {name, T::kDoc, L::kOther, false, false, 0, 0, "", kind, dflt, doc};
+  return {name, T::kDoc, L::kOther, false, false, 0, 0, "", kind, dflt, doc, nullptr};
 }
 
 // Per rank / equal on every rank / also from the tuning file.
@@ -114,6 +121,12 @@ constexpr SettingDef kSettings[] = {
           "by the others); `1` turns it off"),
     typed("SHADDR_BCAST_STREAMS_MIN", T::kSize, L::kLibrary, kEqual, kTunable, 0, kMax, "",
           "`8M`", "smallest Bcast cut into streams (with 3 or more ranks)"),
+    checked("SHADDR_TOPOLOGY", L::kLibrary, kEqual, check_topology_setting, "`auto`",
+            "levels of the node's topology the collectives may group ranks by: `auto` (every "
+            "level that splits the node's bound ranks), `flat` (none), or a comma list of "
+            "`package`, `numa`, `l3`, `l2` (docs/topology.md). Read by the topology "
+            "(`shaddr-info --topology` shows its grouping); the plan's use of it comes with "
+            "hierarchical algorithms"),
     typed("SHADDR_WAIT", T::kChoice, L::kLibrary, kRank, kEnvOnly, 0, 0, "auto spin sleep",
           "`auto`",
           "how a rank waits for a peer: `auto` (spin and yield with a CPU per rank; with more "
@@ -275,6 +288,9 @@ constexpr SettingDef kSettings[] = {
     other("SHADDR_TEST_NODE_SIZES", "env", "`1 2 3 4 7 8`",
           "node sizes (threads as ranks) of the collectives' differential tests; `make "
           "test`'s ASan run and the VM's (`make test-full`) use `1 2 3 4`"),
+    other("SHADDR_TEST_NUMA_NODES", "env", "—",
+          "NUMA nodes `Topology.ThisMachine` (`tests/unit/test_topology.cc`) must find: the "
+          "kernel guests' run of it sets their count"),
     other("SHADDR_TEST_BIG_SIZES", "env", "—",
           "extra message sizes (bytes, space-separated) for the collectives' differential"
           " tests"),

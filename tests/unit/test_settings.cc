@@ -142,11 +142,13 @@ TEST(Settings, NodeEqualMismatchIsRefusedOnEveryRank) {
   EXPECT_EQ(create_with("SHADDR_BCAST_FIFO_MAX", "1024", -EINVAL, "SHADDR_BCAST_FIFO_MAX"), 0);
   EXPECT_EQ(create_with("SHADDR_CHUNK", "64K", -EINVAL, "SHADDR_CHUNK must be equal"), 0);
   EXPECT_EQ(create_with("SHADDR_BACKEND", "cma", -EINVAL, "shm on rank 0 and cma on rank 1"), 0);
+  EXPECT_EQ(create_with("SHADDR_TOPOLOGY", "numa", -EINVAL, "SHADDR_TOPOLOGY must be equal"), 0);
 }
 
 TEST(Settings, GarbageOnOneRankFailsEveryRank) {
   EXPECT_EQ(create_with("SHADDR_SLOT_MAX", "lots", -EINVAL, "SHADDR_SLOT_MAX"), 0);
   EXPECT_EQ(create_with("SHADDR_WAIT", "busy", -EINVAL, "SHADDR_WAIT"), 0);  // per rank, checked
+  EXPECT_EQ(create_with("SHADDR_TOPOLOGY", "numa,cores", -EINVAL, "SHADDR_TOPOLOGY"), 0);
 }
 
 TEST(Settings, PerRankSettingsMayDiffer) {
