@@ -159,6 +159,7 @@ constexpr std::size_t kDefaultMaxCap = 64 * GiB;
 constexpr std::size_t kRetainGrowCap = 128 * MiB;  // largest extent jemalloc asks for beyond a request
 constexpr std::size_t kPurgeAfterBytes = 1 * GiB;  // note_freed(): freed since the last purge
 constexpr std::int64_t kPurgeEverySeconds = 10;    // and at most this often
+constexpr std::size_t kFreedFlushBytes = 64 * MiB;  // a thread's frees counted together
 
 enum Phase { kUninit, kIniting, kOn, kOff };
 
@@ -203,6 +204,42 @@ std::uintptr_t align_up(std::uintptr_t v, std::size_t a) { return (v + a - 1) & 
 
 // ---- settings ---------------------------------------------------------------------------
 
+// Calls @line(text, len) for each line (ended by @sep) of the file at @path, read with system
+// calls into a stack buffer (no malloc here); a line longer than the buffer comes in pieces.
+template <class F>
+bool for_each_line(const char *path, F line, char sep = '\n') {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  std::size_t have = 0;
+  for (;;) {
+    const ssize_t r = read(fd, buf + have, sizeof buf - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += (std::size_t)r;
+    char *s = buf;
+    for (char *nl; (nl = static_cast<char *>(std::memchr(s, sep, (std::size_t)(buf + have - s))));
+         s = nl + 1)
+      line(s, (std::size_t)(nl - s));
+    have = (std::size_t)(buf + have - s);
+    if (have == sizeof buf) {
+      line(buf, have);
+      have = 0;
+    } else {
+      std::memmove(buf, s, have);
+    }
+  }
+  if (have) line(buf, have);
+  close(fd);
+  return true;
+}
+
+bool starts_with(const char *s, std::size_t n, const char *prefix) {
+  const std::size_t k = std::strlen(prefix);
+  return n >= k && !std::memcmp(s, prefix, k);
+}
+
+
 struct Config {
   Mode mode = Mode::automatic;
   std::size_t min = kDefaultMinSize;  // SHADDR_HEAP_MIN (see heap.h)
@@ -229,12 +266,29 @@ std::size_t default_max() {
 // docs/settings.md's table, shaddr-info --settings) and parsed here by the registry's grammar
 // (detail::parse_*_setting below), because this runs inside the first malloc, where the
 // registry's reader, which allocates, cannot.
+// getenv(@name), or, while environ is not set yet (a malloc in a preinit_array function runs
+// before libc's initialisation), the value in /proc/self/environ, copied to @buf.
+const char *env(const char *name, char (&buf)[128]) {
+  if (environ) return std::getenv(name);
+  const std::size_t k = std::strlen(name);
+  const char *found = nullptr;
+  for_each_line("/proc/self/environ", [&](const char *s, std::size_t n) {
+    if (n <= k || s[k] != '=' || std::memcmp(s, name, k)) return;
+    const std::size_t v = std::min(n - k - 1, sizeof buf - 1);
+    std::memcpy(buf, s + k + 1, v);
+    buf[v] = '\0';
+    found = buf;
+  }, '\0');
+  return found;
+}
+
 Config config_from_env() {
   Config c;
-  const char *mode = std::getenv("SHADDR_HEAP");
-  const char *min = std::getenv("SHADDR_HEAP_MIN");
-  const char *max = std::getenv("SHADDR_HEAP_MAX");
-  const char *verbose = std::getenv("SHADDR_VERBOSE");
+  char buf[4][128];
+  const char *mode = env("SHADDR_HEAP", buf[0]);
+  const char *min = env("SHADDR_HEAP_MIN", buf[1]);
+  const char *max = env("SHADDR_HEAP_MAX", buf[2]);
+  const char *verbose = env("SHADDR_VERBOSE", buf[3]);
   c.verbose = verbose && *verbose && detail::parse_bool_setting(verbose) == 1;
   const int m = mode && *mode ? detail::parse_choice_setting(mode, detail::kHeapModes) : 0;
   if (m < 0) {
@@ -437,6 +491,81 @@ bool copy_heap(int src, int dst_fd, char *dst_mem, std::size_t len, std::size_t 
 void say(const char *s) {
   ssize_t r = write(2, s, std::strlen(s));
   (void)r;
+}
+
+// ---- withdrawing pages (detail::withdraw_range) ------------------------------------------
+
+// The parts of a range that are mlock()ed (VM_LOCKED): a withdraw puts new pages there, which
+// the kernel does not lock, so it locks them again.
+struct LockedSpans {
+  static constexpr int kMax = 16;  // beyond: the last span grows to cover the rest
+  std::uintptr_t a[kMax], e[kMax];
+  int n = 0;
+};
+
+// /proc/self/smaps's "lo" flag for the mappings within [a, e); read only when
+// /proc/self/status counts locked memory at all (VmLck), as smaps walks every mapping.
+void find_locked(std::uintptr_t a, std::uintptr_t e, LockedSpans *out) {
+  bool any = false;
+  for_each_line("/proc/self/status", [&](const char *s, std::size_t n) {
+    if (starts_with(s, n, "VmLck:"))
+      for (std::size_t i = 6; i < n; i++) any |= s[i] >= '1' && s[i] <= '9';
+  });
+  if (!any) return;
+  std::uintptr_t lo = 0, hi = 0;
+  for_each_line("/proc/self/smaps", [&](const char *s, std::size_t n) {
+    if (n && ((s[0] >= '0' && s[0] <= '9') || (s[0] >= 'a' && s[0] <= 'f'))) {  // "lo-hi perms ..."
+      char *dash;
+      lo = std::strtoull(s, &dash, 16);
+      hi = *dash == '-' ? std::strtoull(dash + 1, nullptr, 16) : lo;
+      return;
+    }
+    if (!starts_with(s, n, "VmFlags:") || hi <= a || lo >= e) return;
+    bool locked = false;
+    for (std::size_t i = 8; i + 2 <= n; i += 3) locked |= s[i + 1] == 'l' && s[i + 2] == 'o';
+    if (!locked) return;
+    const std::uintptr_t from = lo > a ? lo : a, to = hi < e ? hi : e;
+    if (out->n && out->e[out->n - 1] == from)
+      out->e[out->n - 1] = to;
+    else if (out->n == LockedSpans::kMax)
+      out->e[out->n - 1] = to;
+    else
+      out->a[out->n] = from, out->e[out->n++] = to;
+  });
+}
+
+void relock(const LockedSpans &locked, std::uintptr_t a, std::uintptr_t e) {
+  for (int i = 0; i < locked.n; i++) {
+    const std::uintptr_t from = locked.a[i] > a ? locked.a[i] : a, to = locked.e[i] < e ? locked.e[i] : e;
+    if (from < to) mlock(reinterpret_cast<void *>(from), to - from);
+  }
+}
+
+// The pages of [at, at + len), a private mapping of the heap file, that were written since it
+// was mapped (anonymous copies now, or swapped out: /proc/self/pagemap's bits 61-63), copied
+// to @dst. false if pagemap cannot be read.
+bool copy_written(const char *at, char *dst, std::size_t len) {
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::size_t ps = std::size_t{1} << g.lg_page, pages = len >> g.lg_page;
+  const std::size_t first = reinterpret_cast<std::uintptr_t>(at) >> g.lg_page;
+  std::uint64_t ent[512];
+  bool ok = true;
+  for (std::size_t i = 0; i < pages && ok;) {
+    const std::size_t want = std::min<std::size_t>(pages - i, sizeof ent / sizeof ent[0]);
+    const ssize_t r = pread(fd, ent, want * 8, (off_t)((first + i) * 8));
+    if (r <= 0 || r % 8) {
+      ok = false;
+      break;
+    }
+    for (std::size_t j = 0; j < (std::size_t)r / 8; j++) {
+      const bool present = ent[j] >> 63 & 1, swapped = ent[j] >> 62 & 1, file = ent[j] >> 61 & 1;
+      if ((present && !file) || swapped) std::memcpy(dst + (i + j) * ps, at + (i + j) * ps, ps);
+    }
+    i += (std::size_t)r / 8;
+  }
+  close(fd);
+  return ok;
 }
 
 // In the child, before anything else runs: the mapping still shows the parent's file.
@@ -705,14 +834,18 @@ bool start(const Config &c) {
   return true;
 }
 
+// The thread that runs init(): its own allocations meanwhile (dlsym's) go to glibc.
+__thread bool t_starting __attribute__((tls_model("initial-exec"))) = false;
+
 void init() {
   int expect = kUninit;
   if (!g.phase.compare_exchange_strong(expect, kIniting, std::memory_order_acq_rel)) return;
-  detail::g_started.store(true, std::memory_order_relaxed);
+  t_starting = true;
   int e = errno;
   const char *who = "";
   const detail::NextAllocator *next = next_allocator(&who);
   detail::g_next.store(next, std::memory_order_release);
+  detail::g_started.store(true, std::memory_order_release);  // after g_next: started() acquires
   // Before jemalloc's first call, so that our handlers are registered before jemalloc's.
   bool handlers = pthread_atfork(fork_prepare, fork_parent, fork_child) == 0;
   Config c = config_from_env();
@@ -746,7 +879,16 @@ bool is_on() { return g.phase.load(std::memory_order_acquire) == kOn; }
 
 namespace detail {
 
-void start() { init(); }
+void start() {
+  init();
+  if (t_starting) return;
+  // Another thread is looking the allocators up (only possible before the first malloc has
+  // returned, i.e. when threads exist before it): its answer decides where this block goes.
+  while (!g_started.load(std::memory_order_acquire)) sched_yield();
+}
+
+void lock_pages() { pthread_mutex_lock(&g.mu); }
+void unlock_pages() { pthread_mutex_unlock(&g.mu); }
 
 void *engine_alloc(std::size_t size, std::size_t align, bool zero) {
   if (!is_on()) return nullptr;
@@ -779,6 +921,11 @@ bool engine_grow_in_place(void *p, std::size_t size, std::size_t extra) {
 void engine_free(void *p) { shaddr_je_dallocx(p, 0); }
 
 void note_freed(std::size_t n) {
+  // Counted per thread first, so that frees on several threads do not share a cache line.
+  static __thread std::size_t mine __attribute__((tls_model("initial-exec"))) = 0;
+  if ((mine += n) < kFreedFlushBytes) return;
+  n = mine;
+  mine = 0;
   static std::atomic<std::size_t> freed{0};
   static std::atomic<std::int64_t> last_s{0};
   if (freed.fetch_add(n, std::memory_order_relaxed) + n < kPurgeAfterBytes) return;
@@ -823,13 +970,15 @@ std::uintptr_t page_run(std::uintptr_t a, std::uintptr_t e, Pages *kind) {
 bool punch_range(std::uintptr_t a, std::uintptr_t e) { return !punch(reinterpret_cast<void *>(a), e - a); }
 
 bool withdraw_range(std::uintptr_t a, std::uintptr_t e) {
-  pthread_mutex_lock(&g.mu);
   bool ok = true;
   const std::uintptr_t hi = g.mapped_end.load(std::memory_order_relaxed);
   a = a < g.data ? g.data : a;
   e = e > hi ? hi : e;
+  if (a >= e) return true;
   const int fd = g.fd.load(std::memory_order_relaxed);
-  for (std::size_t p = (a - g.base) >> g.lg_page, end = (e - g.base) >> g.lg_page; ok && a < e && p < end;) {
+  LockedSpans locked;
+  find_locked(a, e, &locked);
+  for (std::size_t p = (a - g.base) >> g.lg_page, end = (e - g.base) >> g.lg_page; p < end;) {
     if (page_withdrawn(p)) {
       p = run_end(p, end, true);
       continue;
@@ -837,31 +986,47 @@ bool withdraw_range(std::uintptr_t a, std::uintptr_t e) {
     const std::size_t q = run_end(p, end, false);
     const std::size_t off = p << g.lg_page, len = (q - p) << g.lg_page;
     char *at = reinterpret_cast<char *>(g.base + off);
-    // The same bytes in private anonymous memory, then moved over the range in one step.
     void *tmp = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ok = tmp != MAP_FAILED && copy_heap(fd, -1, static_cast<char *>(tmp), off + len, off) &&
-         raw_mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED;
-    if (!ok) {
-      int err = errno;
-      if (tmp != MAP_FAILED) munmap(tmp, len);
-      errno = err == EINVAL ? ENOMEM : err;
+    if (tmp == MAP_FAILED) {
+      ok = false;
       break;
     }
-    mark(p, q, true);
+    mark(p, q, true);  // peers stop reading the file's copy first
+    // 1. The file mapped privately over the range, in one step: every byte reads the same, and
+    //    from now on a write (this thread's or another's) goes to a private copy of its page,
+    //    so the file's bytes stay as they are.
+    if (mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)off) == MAP_FAILED) {
+      mark(p, q, false);
+      munmap(tmp, len);
+      ok = false;
+      break;
+    }
+    // 2. Those bytes into anonymous memory (holes stay zero), 3. then the pages written since
+    //    step 1 from the range itself, 4. and that memory moved into place: only a write made
+    //    during steps 3-4 can be lost.
+    char *t = static_cast<char *>(tmp);
+    if (!copy_heap(fd, -1, t, off + len, off) || !copy_written(at, t, len)) std::memcpy(t, at, len);
+    if (raw_mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+      // Still withdrawn, as the private file mapping (complete): its file pages must stay.
+      munmap(tmp, len);
+      ok = false;
+      break;
+    }
     punch(at, len);  // the file's copy goes: a peer still mapping it reads zeros
+    relock(locked, reinterpret_cast<std::uintptr_t>(at), reinterpret_cast<std::uintptr_t>(at) + len);
     p = q;
   }
-  pthread_mutex_unlock(&g.mu);
+  if (!ok) errno = ENOMEM;
   return ok;
 }
 
 void restore_range(std::uintptr_t a, std::uintptr_t e) {
-  if (!g_withdrawn.load(std::memory_order_relaxed)) return;
-  pthread_mutex_lock(&g.mu);
-  const std::uintptr_t hi = g.mapped_end.load(std::memory_order_relaxed);
+  const std::uintptr_t hi = g.mapped_end.load(std::memory_order_acquire);
   const std::size_t psz = std::size_t{1} << g.lg_page;
   a = a < g.data ? g.data : a;
   e = e > hi ? hi : e;
+  if (a >= e || !block_withdrawn(reinterpret_cast<void *>(a), e - a)) return;
+  pthread_mutex_lock(&g.mu);
   const int fd = g.fd.load(std::memory_order_relaxed);
   for (std::size_t p = (a - g.base + psz - 1) >> g.lg_page, end = (e - g.base) >> g.lg_page; a < e && p < end;) {
     if (!page_withdrawn(p)) {

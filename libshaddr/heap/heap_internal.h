@@ -33,13 +33,15 @@ struct NextAllocator {
 };
 extern std::atomic<const NextAllocator *> g_next;
 
-// Whether the heap has started (or is starting, in this thread's recursion): the malloc family
-// starts it at its first call, so that it knows which allocator to use before it hands out
-// any block (a library's constructor may allocate before this library's runs).
+// Whether the heap has started: g_next is published (release) before it is set. The malloc
+// family starts the heap at its first call, so that it knows which allocator to use before it
+// hands out any block (a library's constructor may allocate before this library's runs).
+// start() returns at once in the thread that is starting the heap (its own allocations while
+// it looks the allocators up go to glibc); another thread waits until g_next is known.
 extern std::atomic<bool> g_started;
 void start();
 inline void started() {
-  if (__builtin_expect(!g_started.load(std::memory_order_relaxed), 0)) start();
+  if (__builtin_expect(!g_started.load(std::memory_order_acquire), 0)) start();
 }
 
 // jemalloc on the heap's arena. Each returns nullptr when the heap is off or full; none sets
@@ -58,6 +60,18 @@ std::size_t engine_usable_size(const void *p);     // p in the heap
 // their count in this process (0: none, the fast paths' one load).
 extern std::atomic<std::size_t> g_withdrawn;
 
+// The heap's page lock (heap.cc's g.mu): memops.cc classifies a range and acts on it (punch,
+// withdraw, the kernel's call) in one critical section, so that no other thread withdraws or
+// gives back its pages in between. Never held across a jemalloc call.
+void lock_pages();
+void unlock_pages();
+struct PagesLock {
+  PagesLock() { lock_pages(); }
+  ~PagesLock() { unlock_pages(); }
+  PagesLock(const PagesLock &) = delete;
+  PagesLock &operator=(const PagesLock &) = delete;
+};
+
 // The kernel's own calls, for this library's code (it defines madvise and mremap itself).
 int raw_madvise(void *addr, std::size_t len, int advice);
 void *raw_mremap(void *old, std::size_t old_len, std::size_t new_len, int flags, void *new_addr);
@@ -71,12 +85,14 @@ std::uintptr_t page_run(std::uintptr_t a, std::uintptr_t e, Pages *kind);
 // Hole-punches [a, e) of the heap file (page aligned): zeros here and in peers' mappings.
 bool punch_range(std::uintptr_t a, std::uintptr_t e);
 // Moves the shared pages of [a, e) (page aligned) out of the heap: private anonymous memory
-// with the same bytes in their place, the file's copy punched, marked withdrawn. false with
-// errno (ENOMEM) if that could not be done; pages done so far stay withdrawn.
+// with the same bytes in their place (mlock()ed where they were), the file's copy punched,
+// marked withdrawn. false with errno (ENOMEM) if that could not be done; pages done so far
+// stay withdrawn. Called with the PagesLock held.
 bool withdraw_range(std::uintptr_t a, std::uintptr_t e);
 // Gives the withdrawn pages within [a, e) back to the heap: the file mapped again (zeros).
+// Takes the PagesLock only if a page of the range is withdrawn.
 void restore_range(std::uintptr_t a, std::uintptr_t e);
-// Whether [p, p + len) of the heap holds a withdrawn page.
+// Whether [p, p + len) of the heap holds a withdrawn page (lock-free: the table's bits).
 bool block_withdrawn(const void *p, std::size_t len);
 
 // The settings grammar of libshaddr's registry (libshaddr/src/settings.h), without malloc:

@@ -44,10 +44,13 @@ size_t page_size() {
 bool power_of_two(size_t a) { return a && !(a & (a - 1)); }
 
 // A heap block going back to the allocator: pages the program withdrew from the heap
-// (memops.cc) get the file back, so that the block is shared again when it is handed out next.
-// Only blocks with pages of their own (jemalloc's large ones, from 16 KiB, page aligned): a
-// smaller one shares its pages, which go back when jemalloc purges them.
+// (memops.cc) get the file back, so that the block is shared again when it is handed out next
+// (restore_range looks at the table's bits first and locks only if one is set). Only blocks
+// with pages of their own (jemalloc's large ones, from 16 KiB, page aligned): a smaller one
+// shares its pages, which go back when jemalloc purges them. errno is kept, as free() must
+// (POSIX.1-2024; glibc since 2.33): giving pages back makes system calls.
 void release_block(void *p) {
+  const int e = errno;
   const size_t n = engine_usable_size(p);
   if (g_withdrawn.load(std::memory_order_relaxed)) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -55,6 +58,7 @@ void release_block(void *p) {
   }
   engine_free(p);
   note_freed(n);
+  errno = e;
 }
 
 // The normal allocator: glibc's, or the program's own (g_next, heap_internal.h).
