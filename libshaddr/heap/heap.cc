@@ -86,7 +86,11 @@ std::atomic<std::uintptr_t> g_base{0};
 std::atomic<std::size_t> g_size{0};
 std::atomic<std::size_t> g_withdrawn{0};
 std::atomic<const NextAllocator *> g_next{nullptr};
+std::atomic<std::size_t (*)(void *)> g_libc_usable_size{nullptr};
 std::atomic<bool> g_started{false};
+extern pthread_key_t g_grow_key;
+void init_grow_blocks(std::size_t range);
+void drop_grow_block(void *p);
 
 // The kernel's calls themselves: this library defines madvise and mremap (memops.cc), and its
 // own calls must not come back through them.
@@ -160,6 +164,7 @@ constexpr std::size_t kRetainGrowCap = 128 * MiB;  // largest extent jemalloc as
 constexpr std::size_t kPurgeAfterBytes = 1 * GiB;  // note_freed(): freed since the last purge
 constexpr std::int64_t kPurgeEverySeconds = 10;    // and at most this often
 constexpr std::size_t kFreedFlushBytes = 64 * MiB;  // a thread's frees counted together
+constexpr std::size_t kGrowBlockMax = 64 * MiB;     // heap_internal.h, growth blocks
 
 enum Phase { kUninit, kIniting, kOn, kOff };
 
@@ -373,7 +378,7 @@ void mark(std::size_t first, std::size_t end, bool withdrawn) {
   std::int64_t changed = 0;
   for (std::size_t p = first; p < end;) {
     std::size_t hi = std::min<std::size_t>(end, (p / 64 + 1) * 64);
-    std::uint64_t mask = (hi - p == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << (hi - p)) - 1)) << (p % 64);
+    const std::uint64_t mask = withdrawn_bits(p % 64, (hi - 1) % 64);
     std::uint64_t *w = &table_bits()[p / 64];
     std::uint64_t old = withdrawn ? __atomic_fetch_or(w, mask, __ATOMIC_RELAXED)
                                   : __atomic_fetch_and(w, ~mask, __ATOMIC_RELAXED);
@@ -686,6 +691,12 @@ void *first_malloc_after_program() {
 }
 #endif
 
+// Whether the object at @path is glibc's libc.so.
+[[maybe_unused]] bool is_libc(const char *path) {
+  const char *slash = std::strrchr(path, '/');
+  return !std::strncmp(slash ? slash + 1 : path, "libc.so", 7);
+}
+
 bool program_uses_our_malloc() {
 #ifdef HEAP_UNDER_SANITIZER
   return false;
@@ -702,8 +713,7 @@ bool program_uses_our_malloc() {
       first_malloc_after_program() == reinterpret_cast<void *>(&shaddr_heap_malloc))
     return true;
   const char *where = m && di.dli_fname && *di.dli_fname ? di.dli_fname : "the program";
-  const char *slash = std::strrchr(where, '/');
-  if (!std::strncmp(slash ? slash + 1 : where, "libc.so", 7))
+  if (is_libc(where))
     set_reason("off: glibc's malloc comes before libshaddr-heap's in the symbol lookup order: "
                "libshaddr-heap must be in LD_PRELOAD itself (or linked into the executable), not "
                "a dependency of a preloaded library");
@@ -725,20 +735,23 @@ const detail::NextAllocator *next_allocator(const char **who) {
   return nullptr;
 #else
   void *m = dlsym(RTLD_NEXT, "malloc");
+  auto usable = reinterpret_cast<std::size_t (*)(void *)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
   Dl_info di{};
   if (!m || !dladdr(m, &di) || !di.dli_fname) return nullptr;
-  const char *slash = std::strrchr(di.dli_fname, '/');
-  const char *base = slash ? slash + 1 : di.dli_fname;
-  if (!std::strncmp(base, "libc.so", 7)) return nullptr;
+  if (is_libc(di.dli_fname)) {
+    detail::g_libc_usable_size.store(usable, std::memory_order_relaxed);  // before g_started
+    return nullptr;
+  }
   static detail::NextAllocator next;
   next.malloc = reinterpret_cast<void *(*)(std::size_t)>(m);
   next.free = reinterpret_cast<void (*)(void *)>(dlsym(RTLD_NEXT, "free"));
   next.calloc = reinterpret_cast<void *(*)(std::size_t, std::size_t)>(dlsym(RTLD_NEXT, "calloc"));
   next.realloc = reinterpret_cast<void *(*)(void *, std::size_t)>(dlsym(RTLD_NEXT, "realloc"));
   next.memalign = reinterpret_cast<void *(*)(std::size_t, std::size_t)>(dlsym(RTLD_NEXT, "memalign"));
-  next.usable_size = reinterpret_cast<std::size_t (*)(void *)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+  next.usable_size = usable;
   if (!next.free || !next.calloc || !next.realloc || !next.memalign || !next.usable_size) return nullptr;
-  *who = base;
+  const char *slash = std::strrchr(di.dli_fname, '/');
+  *who = slash ? slash + 1 : di.dli_fname;
   return &next;
 #endif
 }
@@ -822,6 +835,7 @@ bool start(const Config &c) {
   grow = grow < kRetainGrowCap ? grow : kRetainGrowCap;
   set_arena_size(arena, "retain_grow_limit", grow > kRangeAlign ? grow : kRangeAlign);
 
+  detail::init_grow_blocks(c.max);
   g_base.store(base, std::memory_order_relaxed);
   g_size.store(c.max, std::memory_order_relaxed);
   g_route_min.store(c.mode == Mode::automatic ? (c.min ? c.min : 1) : SIZE_MAX, std::memory_order_relaxed);
@@ -919,6 +933,52 @@ bool engine_grow_in_place(void *p, std::size_t size, std::size_t extra) {
 }
 
 void engine_free(void *p) { shaddr_je_dallocx(p, 0); }
+
+pthread_key_t g_grow_key;  // the thread's cached growth block (its destructor frees it)
+static std::atomic<std::size_t> g_grow_size{0};  // set once the key exists
+static std::atomic<std::size_t> g_grow_live{0};  // growth blocks made and not freed to the arena
+static std::size_t g_grow_cap = 0;               // at most this many: the range stays for the rest
+
+void drop_grow_block(void *p) {
+  if (!p) return;
+  engine_free(p);
+  std::size_t n = g_grow_live.load(std::memory_order_relaxed);
+  while (n && !g_grow_live.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+  }
+}
+
+// At start(): 64 MiB, or 1/64 of a smaller range; at most 1/16 of the range in such blocks.
+void init_grow_blocks(std::size_t range) {
+  std::size_t size = kGrowBlockMax;
+  while (size > kRangeAlign && size > range / 64) size /= 2;
+  if (pthread_key_create(&g_grow_key, drop_grow_block) != 0) return;
+  g_grow_cap = std::max<std::size_t>(1, range / 16 / size);
+  g_grow_size.store(size, std::memory_order_release);
+}
+
+std::size_t grow_block_size() { return g_grow_size.load(std::memory_order_acquire); }
+
+void *engine_grow_block(std::size_t n) {
+  const std::size_t size = grow_block_size();
+  if (!size || n > size) return nullptr;
+  if (void *b = pthread_getspecific(g_grow_key)) {
+    pthread_setspecific(g_grow_key, nullptr);
+    return b;
+  }
+  if (g_grow_live.fetch_add(1, std::memory_order_relaxed) >= g_grow_cap) {
+    g_grow_live.fetch_sub(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  void *b = engine_alloc(size, 0, false);
+  if (!b) g_grow_live.fetch_sub(1, std::memory_order_relaxed);
+  return b;
+}
+
+bool engine_keep_grow_block(void *p, std::size_t usable) {
+  const std::size_t size = grow_block_size();
+  if (!size || usable != size || pthread_getspecific(g_grow_key)) return false;
+  return pthread_setspecific(g_grow_key, p) == 0;
+}
 
 void note_freed(std::size_t n) {
   // Counted per thread first, so that frees on several threads do not share a cache line.
@@ -1127,6 +1187,10 @@ HEAP_API void purge() {
   // This thread's cached blocks first, so that their pages can go too (another thread's cache
   // is given back when that thread exits, or bit by bit as it allocates).
   shaddr_je_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+  if (detail::grow_block_size()) {
+    detail::drop_grow_block(pthread_getspecific(detail::g_grow_key));
+    pthread_setspecific(detail::g_grow_key, nullptr);
+  }
   char name[64];
   std::snprintf(name, sizeof name, "arena.%u.purge", g.arena);
   shaddr_je_mallctl(name, nullptr, nullptr, nullptr, 0);

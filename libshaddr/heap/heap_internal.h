@@ -32,6 +32,9 @@ struct NextAllocator {
   std::size_t (*usable_size)(void *);
 };
 extern std::atomic<const NextAllocator *> g_next;
+// glibc's malloc_usable_size when g_next is nullptr (this library defines the name; looked up
+// behind it with g_next).
+extern std::atomic<std::size_t (*)(void *)> g_libc_usable_size;
 
 // Whether the heap has started: g_next is published (release) before it is set. The malloc
 // family starts the heap at its first call, so that it knows which allocator to use before it
@@ -52,6 +55,18 @@ void *engine_realloc(void *p, std::size_t size);  // p in the heap
 // there is room; false if not even size fits there (p unchanged).
 bool engine_grow_in_place(void *p, std::size_t size, std::size_t extra);
 void engine_free(void *p);                         // p in the heap
+// Growth blocks, for realloc (malloc.cc): glibc grows a block in place at the top of its heap,
+// so a buffer doubled from 16 KiB to 64 MiB is never copied. A heap block cannot take its
+// neighbour's file pages, and jemalloc grows one in place only when the next extent is free
+// (rarely: thread caches hold the neighbours). So a block that must move to grow moves once,
+// into a growth block: grow_block_size() bytes (64 MiB, at most 1/64 of the range), whose pages
+// cost nothing until written. Freed, it waits in a one-block cache of the freeing thread (as
+// glibc's top keeps its pages) for that thread's next growing buffer, without the arena.
+std::size_t grow_block_size();           // 0: none (heap off)
+void *engine_grow_block(std::size_t n);  // nullptr if n does not fit one, or too many exist
+// Keeps @p (in the heap, @usable bytes) in this thread's cache if it is a growth block and the
+// cache is empty.
+bool engine_keep_grow_block(void *p, std::size_t usable);
 // @n bytes of heap blocks were freed: now and then, the arena's free pages go back (heap.cc).
 void note_freed(std::size_t n);
 std::size_t engine_usable_size(const void *p);     // p in the heap

@@ -241,6 +241,34 @@ TEST(HeapRealloc, AcrossTheThresholdBothWaysKeepsTheData) {
   std::free(p);
 }
 
+// A buffer doubled by realloc from 64 KiB to 32 MiB moves once, into a growth block, and then
+// grows in place, as glibc's top of heap does; freed, that block waits for the thread's next
+// growing buffer. The bytes follow at every step.
+TEST(HeapRealloc, AGrowingBufferMovesOnceThenGrowsInPlace) {
+  REQUIRE_HEAP();
+  void *first = nullptr;
+  for (int round = 0; round < 3; round++) {
+    std::size_t n = 64 * KiB;
+    auto *p = static_cast<unsigned char *>(std::malloc(n));
+    fill(p, n, 7);
+    int moves = 0;
+    for (; n < 32 * MiB; n *= 2) {
+      auto *q = static_cast<unsigned char *>(std::realloc(p, 2 * n));
+      ASSERT_NE(q, nullptr);
+      moves += q != p;
+      ASSERT_TRUE(check(q, n, 7)) << "round " << round << " size " << n;
+      fill(q, 2 * n, 7);
+      p = q;
+    }
+    EXPECT_EQ(moves, 1) << "round " << round;
+    EXPECT_TRUE(in_heap(p));
+    if (round == 0) first = p;
+    EXPECT_EQ(p, first) << "round " << round << ": the thread's growth block again";
+    std::free(p);
+  }
+  heap::purge();  // gives the cached block back, as the thread caches' blocks
+}
+
 TEST(HeapAlign, EveryFunctionEveryAlignment) {
   REQUIRE_HEAP();
   const std::size_t sizes[] = {1, 1000, 64 * KiB, MiB + 1};
