@@ -974,10 +974,11 @@ void *engine_grow_block(std::size_t n) {
   return b;
 }
 
-bool engine_keep_grow_block(void *p, std::size_t usable) {
+bool engine_release_grow_block(void *p, std::size_t usable) {
   const std::size_t size = grow_block_size();
-  if (!size || usable != size || pthread_getspecific(g_grow_key)) return false;
-  return pthread_setspecific(g_grow_key, p) == 0;
+  if (!size || usable != size) return false;
+  if (pthread_getspecific(g_grow_key) || pthread_setspecific(g_grow_key, p) != 0) drop_grow_block(p);
+  return true;
 }
 
 void note_freed(std::size_t n) {

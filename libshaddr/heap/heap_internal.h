@@ -64,9 +64,9 @@ void engine_free(void *p);                         // p in the heap
 // glibc's top keeps its pages) for that thread's next growing buffer, without the arena.
 std::size_t grow_block_size();           // 0: none (heap off)
 void *engine_grow_block(std::size_t n);  // nullptr if n does not fit one, or too many exist
-// Keeps @p (in the heap, @usable bytes) in this thread's cache if it is a growth block and the
-// cache is empty.
-bool engine_keep_grow_block(void *p, std::size_t usable);
+// If @p (in the heap, @usable bytes) is a growth block: keeps it in this thread's cache, or
+// frees it if the cache is full, and returns true.
+bool engine_release_grow_block(void *p, std::size_t usable);
 // @n bytes of heap blocks were freed: now and then, the arena's free pages go back (heap.cc).
 void note_freed(std::size_t n);
 std::size_t engine_usable_size(const void *p);     // p in the heap

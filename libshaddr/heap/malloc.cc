@@ -57,7 +57,7 @@ void release_block(void *p) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (n >= 16384 && !(a & (page_size() - 1))) restore_range(a, a + n);
   }
-  if (!engine_keep_grow_block(p, n)) {
+  if (!engine_release_grow_block(p, n)) {
     engine_free(p);
     note_freed(n);
   }

@@ -269,6 +269,23 @@ TEST(HeapRealloc, AGrowingBufferMovesOnceThenGrowsInPlace) {
   heap::purge();  // gives the cached block back, as the thread caches' blocks
 }
 
+// Two growing buffers at once: the second needs a growth block of its own, and freeing both
+// gives one back to the arena (the thread keeps one). Many rounds must not use up the number
+// of growth blocks the range allows.
+TEST(HeapRealloc, GrowthBlocksFreedToTheArenaAreCountedBack) {
+  REQUIRE_HEAP();
+  for (int round = 0; round < 100; round++) {
+    void *p = std::realloc(std::malloc(64 * KiB), 256 * KiB);
+    void *q = std::realloc(std::malloc(64 * KiB), 256 * KiB);
+    ASSERT_TRUE(p && q);
+    EXPECT_GE(malloc_usable_size(p), 32 * MiB) << "round " << round;
+    EXPECT_GE(malloc_usable_size(q), 32 * MiB) << "round " << round;
+    std::free(p);
+    std::free(q);
+  }
+  heap::purge();
+}
+
 TEST(HeapAlign, EveryFunctionEveryAlignment) {
   REQUIRE_HEAP();
   const std::size_t sizes[] = {1, 1000, 64 * KiB, MiB + 1};
