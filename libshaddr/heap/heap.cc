@@ -86,7 +86,11 @@ std::atomic<std::uintptr_t> g_base{0};
 std::atomic<std::size_t> g_size{0};
 std::atomic<std::size_t> g_withdrawn{0};
 std::atomic<const NextAllocator *> g_next{nullptr};
+std::atomic<std::size_t (*)(void *)> g_libc_usable_size{nullptr};
 std::atomic<bool> g_started{false};
+extern pthread_key_t g_grow_key;
+void init_grow_blocks(std::size_t range);
+void drop_grow_block(void *p);
 
 // The kernel's calls themselves: this library defines madvise and mremap (memops.cc), and its
 // own calls must not come back through them.
@@ -159,6 +163,8 @@ constexpr std::size_t kDefaultMaxCap = 64 * GiB;
 constexpr std::size_t kRetainGrowCap = 128 * MiB;  // largest extent jemalloc asks for beyond a request
 constexpr std::size_t kPurgeAfterBytes = 1 * GiB;  // note_freed(): freed since the last purge
 constexpr std::int64_t kPurgeEverySeconds = 10;    // and at most this often
+constexpr std::size_t kFreedFlushBytes = 64 * MiB;  // a thread's frees counted together
+constexpr std::size_t kGrowBlockMax = 64 * MiB;     // heap_internal.h, growth blocks
 
 enum Phase { kUninit, kIniting, kOn, kOff };
 
@@ -203,6 +209,42 @@ std::uintptr_t align_up(std::uintptr_t v, std::size_t a) { return (v + a - 1) & 
 
 // ---- settings ---------------------------------------------------------------------------
 
+// Calls @line(text, len) for each line (ended by @sep) of the file at @path, read with system
+// calls into a stack buffer (no malloc here); a line longer than the buffer comes in pieces.
+template <class F>
+bool for_each_line(const char *path, F line, char sep = '\n') {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  std::size_t have = 0;
+  for (;;) {
+    const ssize_t r = read(fd, buf + have, sizeof buf - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += (std::size_t)r;
+    char *s = buf;
+    for (char *nl; (nl = static_cast<char *>(std::memchr(s, sep, (std::size_t)(buf + have - s))));
+         s = nl + 1)
+      line(s, (std::size_t)(nl - s));
+    have = (std::size_t)(buf + have - s);
+    if (have == sizeof buf) {
+      line(buf, have);
+      have = 0;
+    } else {
+      std::memmove(buf, s, have);
+    }
+  }
+  if (have) line(buf, have);
+  close(fd);
+  return true;
+}
+
+bool starts_with(const char *s, std::size_t n, const char *prefix) {
+  const std::size_t k = std::strlen(prefix);
+  return n >= k && !std::memcmp(s, prefix, k);
+}
+
+
 struct Config {
   Mode mode = Mode::automatic;
   std::size_t min = kDefaultMinSize;  // SHADDR_HEAP_MIN (see heap.h)
@@ -229,12 +271,29 @@ std::size_t default_max() {
 // docs/settings.md's table, shaddr-info --settings) and parsed here by the registry's grammar
 // (detail::parse_*_setting below), because this runs inside the first malloc, where the
 // registry's reader, which allocates, cannot.
+// getenv(@name), or, while environ is not set yet (a malloc in a preinit_array function runs
+// before libc's initialisation), the value in /proc/self/environ, copied to @buf.
+const char *env(const char *name, char (&buf)[128]) {
+  if (environ) return std::getenv(name);
+  const std::size_t k = std::strlen(name);
+  const char *found = nullptr;
+  for_each_line("/proc/self/environ", [&](const char *s, std::size_t n) {
+    if (n <= k || s[k] != '=' || std::memcmp(s, name, k)) return;
+    const std::size_t v = std::min(n - k - 1, sizeof buf - 1);
+    std::memcpy(buf, s + k + 1, v);
+    buf[v] = '\0';
+    found = buf;
+  }, '\0');
+  return found;
+}
+
 Config config_from_env() {
   Config c;
-  const char *mode = std::getenv("SHADDR_HEAP");
-  const char *min = std::getenv("SHADDR_HEAP_MIN");
-  const char *max = std::getenv("SHADDR_HEAP_MAX");
-  const char *verbose = std::getenv("SHADDR_VERBOSE");
+  char buf[4][128];
+  const char *mode = env("SHADDR_HEAP", buf[0]);
+  const char *min = env("SHADDR_HEAP_MIN", buf[1]);
+  const char *max = env("SHADDR_HEAP_MAX", buf[2]);
+  const char *verbose = env("SHADDR_VERBOSE", buf[3]);
   c.verbose = verbose && *verbose && detail::parse_bool_setting(verbose) == 1;
   const int m = mode && *mode ? detail::parse_choice_setting(mode, detail::kHeapModes) : 0;
   if (m < 0) {
@@ -319,7 +378,7 @@ void mark(std::size_t first, std::size_t end, bool withdrawn) {
   std::int64_t changed = 0;
   for (std::size_t p = first; p < end;) {
     std::size_t hi = std::min<std::size_t>(end, (p / 64 + 1) * 64);
-    std::uint64_t mask = (hi - p == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << (hi - p)) - 1)) << (p % 64);
+    const std::uint64_t mask = withdrawn_bits(p % 64, (hi - 1) % 64);
     std::uint64_t *w = &table_bits()[p / 64];
     std::uint64_t old = withdrawn ? __atomic_fetch_or(w, mask, __ATOMIC_RELAXED)
                                   : __atomic_fetch_and(w, ~mask, __ATOMIC_RELAXED);
@@ -437,6 +496,81 @@ bool copy_heap(int src, int dst_fd, char *dst_mem, std::size_t len, std::size_t 
 void say(const char *s) {
   ssize_t r = write(2, s, std::strlen(s));
   (void)r;
+}
+
+// ---- withdrawing pages (detail::withdraw_range) ------------------------------------------
+
+// The parts of a range that are mlock()ed (VM_LOCKED): a withdraw puts new pages there, which
+// the kernel does not lock, so it locks them again.
+struct LockedSpans {
+  static constexpr int kMax = 16;  // beyond: the last span grows to cover the rest
+  std::uintptr_t a[kMax], e[kMax];
+  int n = 0;
+};
+
+// /proc/self/smaps's "lo" flag for the mappings within [a, e); read only when
+// /proc/self/status counts locked memory at all (VmLck), as smaps walks every mapping.
+void find_locked(std::uintptr_t a, std::uintptr_t e, LockedSpans *out) {
+  bool any = false;
+  for_each_line("/proc/self/status", [&](const char *s, std::size_t n) {
+    if (starts_with(s, n, "VmLck:"))
+      for (std::size_t i = 6; i < n; i++) any |= s[i] >= '1' && s[i] <= '9';
+  });
+  if (!any) return;
+  std::uintptr_t lo = 0, hi = 0;
+  for_each_line("/proc/self/smaps", [&](const char *s, std::size_t n) {
+    if (n && ((s[0] >= '0' && s[0] <= '9') || (s[0] >= 'a' && s[0] <= 'f'))) {  // "lo-hi perms ..."
+      char *dash;
+      lo = std::strtoull(s, &dash, 16);
+      hi = *dash == '-' ? std::strtoull(dash + 1, nullptr, 16) : lo;
+      return;
+    }
+    if (!starts_with(s, n, "VmFlags:") || hi <= a || lo >= e) return;
+    bool locked = false;
+    for (std::size_t i = 8; i + 2 <= n; i += 3) locked |= s[i + 1] == 'l' && s[i + 2] == 'o';
+    if (!locked) return;
+    const std::uintptr_t from = lo > a ? lo : a, to = hi < e ? hi : e;
+    if (out->n && out->e[out->n - 1] == from)
+      out->e[out->n - 1] = to;
+    else if (out->n == LockedSpans::kMax)
+      out->e[out->n - 1] = to;
+    else
+      out->a[out->n] = from, out->e[out->n++] = to;
+  });
+}
+
+void relock(const LockedSpans &locked, std::uintptr_t a, std::uintptr_t e) {
+  for (int i = 0; i < locked.n; i++) {
+    const std::uintptr_t from = locked.a[i] > a ? locked.a[i] : a, to = locked.e[i] < e ? locked.e[i] : e;
+    if (from < to) mlock(reinterpret_cast<void *>(from), to - from);
+  }
+}
+
+// The pages of [at, at + len), a private mapping of the heap file, that were written since it
+// was mapped (anonymous copies now, or swapped out: /proc/self/pagemap's bits 61-63), copied
+// to @dst. false if pagemap cannot be read.
+bool copy_written(const char *at, char *dst, std::size_t len) {
+  const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::size_t ps = std::size_t{1} << g.lg_page, pages = len >> g.lg_page;
+  const std::size_t first = reinterpret_cast<std::uintptr_t>(at) >> g.lg_page;
+  std::uint64_t ent[512];
+  bool ok = true;
+  for (std::size_t i = 0; i < pages && ok;) {
+    const std::size_t want = std::min<std::size_t>(pages - i, sizeof ent / sizeof ent[0]);
+    const ssize_t r = pread(fd, ent, want * 8, (off_t)((first + i) * 8));
+    if (r <= 0 || r % 8) {
+      ok = false;
+      break;
+    }
+    for (std::size_t j = 0; j < (std::size_t)r / 8; j++) {
+      const bool present = ent[j] >> 63 & 1, swapped = ent[j] >> 62 & 1, file = ent[j] >> 61 & 1;
+      if ((present && !file) || swapped) std::memcpy(dst + (i + j) * ps, at + (i + j) * ps, ps);
+    }
+    i += (std::size_t)r / 8;
+  }
+  close(fd);
+  return ok;
 }
 
 // In the child, before anything else runs: the mapping still shows the parent's file.
@@ -557,6 +691,12 @@ void *first_malloc_after_program() {
 }
 #endif
 
+// Whether the object at @path is glibc's libc.so.
+[[maybe_unused]] bool is_libc(const char *path) {
+  const char *slash = std::strrchr(path, '/');
+  return !std::strncmp(slash ? slash + 1 : path, "libc.so", 7);
+}
+
 bool program_uses_our_malloc() {
 #ifdef HEAP_UNDER_SANITIZER
   return false;
@@ -573,8 +713,7 @@ bool program_uses_our_malloc() {
       first_malloc_after_program() == reinterpret_cast<void *>(&shaddr_heap_malloc))
     return true;
   const char *where = m && di.dli_fname && *di.dli_fname ? di.dli_fname : "the program";
-  const char *slash = std::strrchr(where, '/');
-  if (!std::strncmp(slash ? slash + 1 : where, "libc.so", 7))
+  if (is_libc(where))
     set_reason("off: glibc's malloc comes before libshaddr-heap's in the symbol lookup order: "
                "libshaddr-heap must be in LD_PRELOAD itself (or linked into the executable), not "
                "a dependency of a preloaded library");
@@ -596,20 +735,23 @@ const detail::NextAllocator *next_allocator(const char **who) {
   return nullptr;
 #else
   void *m = dlsym(RTLD_NEXT, "malloc");
+  auto usable = reinterpret_cast<std::size_t (*)(void *)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
   Dl_info di{};
   if (!m || !dladdr(m, &di) || !di.dli_fname) return nullptr;
-  const char *slash = std::strrchr(di.dli_fname, '/');
-  const char *base = slash ? slash + 1 : di.dli_fname;
-  if (!std::strncmp(base, "libc.so", 7)) return nullptr;
+  if (is_libc(di.dli_fname)) {
+    detail::g_libc_usable_size.store(usable, std::memory_order_relaxed);  // before g_started
+    return nullptr;
+  }
   static detail::NextAllocator next;
   next.malloc = reinterpret_cast<void *(*)(std::size_t)>(m);
   next.free = reinterpret_cast<void (*)(void *)>(dlsym(RTLD_NEXT, "free"));
   next.calloc = reinterpret_cast<void *(*)(std::size_t, std::size_t)>(dlsym(RTLD_NEXT, "calloc"));
   next.realloc = reinterpret_cast<void *(*)(void *, std::size_t)>(dlsym(RTLD_NEXT, "realloc"));
   next.memalign = reinterpret_cast<void *(*)(std::size_t, std::size_t)>(dlsym(RTLD_NEXT, "memalign"));
-  next.usable_size = reinterpret_cast<std::size_t (*)(void *)>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+  next.usable_size = usable;
   if (!next.free || !next.calloc || !next.realloc || !next.memalign || !next.usable_size) return nullptr;
-  *who = base;
+  const char *slash = std::strrchr(di.dli_fname, '/');
+  *who = slash ? slash + 1 : di.dli_fname;
   return &next;
 #endif
 }
@@ -693,6 +835,7 @@ bool start(const Config &c) {
   grow = grow < kRetainGrowCap ? grow : kRetainGrowCap;
   set_arena_size(arena, "retain_grow_limit", grow > kRangeAlign ? grow : kRangeAlign);
 
+  detail::init_grow_blocks(c.max);
   g_base.store(base, std::memory_order_relaxed);
   g_size.store(c.max, std::memory_order_relaxed);
   g_route_min.store(c.mode == Mode::automatic ? (c.min ? c.min : 1) : SIZE_MAX, std::memory_order_relaxed);
@@ -705,14 +848,18 @@ bool start(const Config &c) {
   return true;
 }
 
+// The thread that runs init(): its own allocations meanwhile (dlsym's) go to glibc.
+__thread bool t_starting __attribute__((tls_model("initial-exec"))) = false;
+
 void init() {
   int expect = kUninit;
   if (!g.phase.compare_exchange_strong(expect, kIniting, std::memory_order_acq_rel)) return;
-  detail::g_started.store(true, std::memory_order_relaxed);
+  t_starting = true;
   int e = errno;
   const char *who = "";
   const detail::NextAllocator *next = next_allocator(&who);
   detail::g_next.store(next, std::memory_order_release);
+  detail::g_started.store(true, std::memory_order_release);  // after g_next: started() acquires
   // Before jemalloc's first call, so that our handlers are registered before jemalloc's.
   bool handlers = pthread_atfork(fork_prepare, fork_parent, fork_child) == 0;
   Config c = config_from_env();
@@ -746,7 +893,16 @@ bool is_on() { return g.phase.load(std::memory_order_acquire) == kOn; }
 
 namespace detail {
 
-void start() { init(); }
+void start() {
+  init();
+  if (t_starting) return;
+  // Another thread is looking the allocators up (only possible before the first malloc has
+  // returned, i.e. when threads exist before it): its answer decides where this block goes.
+  while (!g_started.load(std::memory_order_acquire)) sched_yield();
+}
+
+void lock_pages() { pthread_mutex_lock(&g.mu); }
+void unlock_pages() { pthread_mutex_unlock(&g.mu); }
 
 void *engine_alloc(std::size_t size, std::size_t align, bool zero) {
   if (!is_on()) return nullptr;
@@ -778,7 +934,59 @@ bool engine_grow_in_place(void *p, std::size_t size, std::size_t extra) {
 
 void engine_free(void *p) { shaddr_je_dallocx(p, 0); }
 
+pthread_key_t g_grow_key;  // the thread's cached growth block (its destructor frees it)
+static std::atomic<std::size_t> g_grow_size{0};  // set once the key exists
+static std::atomic<std::size_t> g_grow_live{0};  // growth blocks made and not freed to the arena
+static std::size_t g_grow_cap = 0;               // at most this many: the range stays for the rest
+
+void drop_grow_block(void *p) {
+  if (!p) return;
+  engine_free(p);
+  std::size_t n = g_grow_live.load(std::memory_order_relaxed);
+  while (n && !g_grow_live.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+  }
+}
+
+// At start(): 64 MiB, or 1/64 of a smaller range; at most 1/16 of the range in such blocks.
+void init_grow_blocks(std::size_t range) {
+  std::size_t size = kGrowBlockMax;
+  while (size > kRangeAlign && size > range / 64) size /= 2;
+  if (pthread_key_create(&g_grow_key, drop_grow_block) != 0) return;
+  g_grow_cap = std::max<std::size_t>(1, range / 16 / size);
+  g_grow_size.store(size, std::memory_order_release);
+}
+
+std::size_t grow_block_size() { return g_grow_size.load(std::memory_order_acquire); }
+
+void *engine_grow_block(std::size_t n) {
+  const std::size_t size = grow_block_size();
+  if (!size || n > size) return nullptr;
+  if (void *b = pthread_getspecific(g_grow_key)) {
+    pthread_setspecific(g_grow_key, nullptr);
+    return b;
+  }
+  if (g_grow_live.fetch_add(1, std::memory_order_relaxed) >= g_grow_cap) {
+    g_grow_live.fetch_sub(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  void *b = engine_alloc(size, 0, false);
+  if (!b) g_grow_live.fetch_sub(1, std::memory_order_relaxed);
+  return b;
+}
+
+bool engine_release_grow_block(void *p, std::size_t usable) {
+  const std::size_t size = grow_block_size();
+  if (!size || usable != size) return false;
+  if (pthread_getspecific(g_grow_key) || pthread_setspecific(g_grow_key, p) != 0) drop_grow_block(p);
+  return true;
+}
+
 void note_freed(std::size_t n) {
+  // Counted per thread first, so that frees on several threads do not share a cache line.
+  static __thread std::size_t mine __attribute__((tls_model("initial-exec"))) = 0;
+  if ((mine += n) < kFreedFlushBytes) return;
+  n = mine;
+  mine = 0;
   static std::atomic<std::size_t> freed{0};
   static std::atomic<std::int64_t> last_s{0};
   if (freed.fetch_add(n, std::memory_order_relaxed) + n < kPurgeAfterBytes) return;
@@ -823,13 +1031,15 @@ std::uintptr_t page_run(std::uintptr_t a, std::uintptr_t e, Pages *kind) {
 bool punch_range(std::uintptr_t a, std::uintptr_t e) { return !punch(reinterpret_cast<void *>(a), e - a); }
 
 bool withdraw_range(std::uintptr_t a, std::uintptr_t e) {
-  pthread_mutex_lock(&g.mu);
   bool ok = true;
   const std::uintptr_t hi = g.mapped_end.load(std::memory_order_relaxed);
   a = a < g.data ? g.data : a;
   e = e > hi ? hi : e;
+  if (a >= e) return true;
   const int fd = g.fd.load(std::memory_order_relaxed);
-  for (std::size_t p = (a - g.base) >> g.lg_page, end = (e - g.base) >> g.lg_page; ok && a < e && p < end;) {
+  LockedSpans locked;
+  find_locked(a, e, &locked);
+  for (std::size_t p = (a - g.base) >> g.lg_page, end = (e - g.base) >> g.lg_page; p < end;) {
     if (page_withdrawn(p)) {
       p = run_end(p, end, true);
       continue;
@@ -837,31 +1047,47 @@ bool withdraw_range(std::uintptr_t a, std::uintptr_t e) {
     const std::size_t q = run_end(p, end, false);
     const std::size_t off = p << g.lg_page, len = (q - p) << g.lg_page;
     char *at = reinterpret_cast<char *>(g.base + off);
-    // The same bytes in private anonymous memory, then moved over the range in one step.
     void *tmp = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ok = tmp != MAP_FAILED && copy_heap(fd, -1, static_cast<char *>(tmp), off + len, off) &&
-         raw_mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED;
-    if (!ok) {
-      int err = errno;
-      if (tmp != MAP_FAILED) munmap(tmp, len);
-      errno = err == EINVAL ? ENOMEM : err;
+    if (tmp == MAP_FAILED) {
+      ok = false;
       break;
     }
-    mark(p, q, true);
+    mark(p, q, true);  // peers stop reading the file's copy first
+    // 1. The file mapped privately over the range, in one step: every byte reads the same, and
+    //    from now on a write (this thread's or another's) goes to a private copy of its page,
+    //    so the file's bytes stay as they are.
+    if (mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)off) == MAP_FAILED) {
+      mark(p, q, false);
+      munmap(tmp, len);
+      ok = false;
+      break;
+    }
+    // 2. Those bytes into anonymous memory (holes stay zero), 3. then the pages written since
+    //    step 1 from the range itself, 4. and that memory moved into place: only a write made
+    //    during steps 3-4 can be lost.
+    char *t = static_cast<char *>(tmp);
+    if (!copy_heap(fd, -1, t, off + len, off) || !copy_written(at, t, len)) std::memcpy(t, at, len);
+    if (raw_mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+      // Still withdrawn, as the private file mapping (complete): its file pages must stay.
+      munmap(tmp, len);
+      ok = false;
+      break;
+    }
     punch(at, len);  // the file's copy goes: a peer still mapping it reads zeros
+    relock(locked, reinterpret_cast<std::uintptr_t>(at), reinterpret_cast<std::uintptr_t>(at) + len);
     p = q;
   }
-  pthread_mutex_unlock(&g.mu);
+  if (!ok) errno = ENOMEM;
   return ok;
 }
 
 void restore_range(std::uintptr_t a, std::uintptr_t e) {
-  if (!g_withdrawn.load(std::memory_order_relaxed)) return;
-  pthread_mutex_lock(&g.mu);
-  const std::uintptr_t hi = g.mapped_end.load(std::memory_order_relaxed);
+  const std::uintptr_t hi = g.mapped_end.load(std::memory_order_acquire);
   const std::size_t psz = std::size_t{1} << g.lg_page;
   a = a < g.data ? g.data : a;
   e = e > hi ? hi : e;
+  if (a >= e || !block_withdrawn(reinterpret_cast<void *>(a), e - a)) return;
+  pthread_mutex_lock(&g.mu);
   const int fd = g.fd.load(std::memory_order_relaxed);
   for (std::size_t p = (a - g.base + psz - 1) >> g.lg_page, end = (e - g.base) >> g.lg_page; a < e && p < end;) {
     if (!page_withdrawn(p)) {
@@ -962,6 +1188,10 @@ HEAP_API void purge() {
   // This thread's cached blocks first, so that their pages can go too (another thread's cache
   // is given back when that thread exits, or bit by bit as it allocates).
   shaddr_je_mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+  if (detail::grow_block_size()) {
+    detail::drop_grow_block(pthread_getspecific(detail::g_grow_key));
+    pthread_setspecific(detail::g_grow_key, nullptr);
+  }
   char name[64];
   std::snprintf(name, sizeof name, "arena.%u.purge", g.arena);
   shaddr_je_mallctl(name, nullptr, nullptr, nullptr, 0);

@@ -76,8 +76,10 @@
 //     MADV_HUGEPAGE, MADV_COLLAPSE, MADV_GUARD_INSTALL, any advice this library does not know,
 //     any advice the kernel refuses on the shared range with EINVAL, mprotect() to anything but
 //     PROT_READ|PROT_WRITE, pkey_mprotect(), mbind(), mremap(): the pages are first *withdrawn*
-//     from the heap: replaced in place (mremap) by private anonymous memory holding the same
-//     bytes, punched from the file, and marked in the heap's withdrawn table, so that neither
+//     from the heap: replaced in place by private anonymous memory holding the same bytes
+//     (the file mapped privately first, so that a concurrent write lands in a private copy,
+//     then copied and moved in with mremap; mlock()ed pages locked again), punched from the
+//     file, and marked in the heap's withdrawn table, so that neither
 //     this process (contains()) nor a peer (range_withdrawn()) reads them through the file
 //     again. Then the kernel's own call runs on private memory. Withdrawn pages go back to the
 //     heap (the file mapped again, zeros) when their block is freed or jemalloc purges them.
@@ -111,7 +113,9 @@
 //     with its parent until it execs. If the fork handler cannot make its pipe (no fds left), the
 //     parent does not wait for the child's copy.
 //   - realloc growing a block copies it where glibc may extend it in place or mremap it (a
-//     heap file cannot move pages); a block that grows gets as much room again (malloc.cc).
+//     heap file cannot move pages): once, into a growth block (heap_internal.h), then in place.
+//   - A write by another thread to pages being withdrawn, during the withdraw's last step (the
+//     copy of the pages written during the call, and the mremap), may be lost.
 //   - memfd pages are shmem: not charged against strict overcommit (vm.overcommit_memory=2),
 //     no transparent huge pages unless shmem_enabled allows them.
 //   - The private jemalloc reads MALLOC_CONF like any jemalloc.
@@ -148,6 +152,11 @@ struct Status {
 inline constexpr std::uint64_t kWithdrawnMagic = 0x7368616464724877ull;  // "shaddrHw"
 inline constexpr std::size_t kWithdrawnHeaderWords = 4;  // magic, pages, lg page size, bits
 
+// Bits lo..hi (inclusive, lo <= hi < 64) of a table word.
+inline std::uint64_t withdrawn_bits(std::size_t lo, std::size_t hi) {
+  return (hi == 63 ? ~std::uint64_t{0} : (std::uint64_t{2} << hi) - 1) & ~((std::uint64_t{1} << lo) - 1);
+}
+
 // Whether any byte of [off, off + len) of the heap file mapped at @file_map lies on a
 // withdrawn page (heap.h above). len 0 is treated as 1.
 inline bool range_withdrawn(const void *file_map, std::size_t off, std::size_t len) {
@@ -160,9 +169,7 @@ inline bool range_withdrawn(const void *file_map, std::size_t off, std::size_t l
   for (std::size_t p = first; p <= last && p < w[3];) {
     const std::size_t word = p / 64, lo = p % 64;
     const std::size_t hi = last / 64 == word ? last % 64 : 63;
-    const std::uint64_t mask = (hi == 63 ? ~std::uint64_t{0} : (std::uint64_t{2} << hi) - 1) &
-                               ~((std::uint64_t{1} << lo) - 1);
-    if (__atomic_load_n(&bits[word], __ATOMIC_RELAXED) & mask) return true;
+    if (__atomic_load_n(&bits[word], __ATOMIC_RELAXED) & withdrawn_bits(lo, hi)) return true;
     p = (word + 1) * 64;
   }
   return false;
@@ -200,7 +207,7 @@ std::size_t file_resident();
 
 // Returns every unused page of the heap to the system now (jemalloc's arena purge, which
 // hole-punches), after giving back the blocks the calling thread's cache holds (up to 8 MiB
-// each; other threads' caches go when those threads exit). Otherwise freed pages stay, as
+// each, and its growth block; other threads' caches go when those threads exit). Otherwise freed pages stay, as
 // glibc keeps its heap's, until 1 GiB has been freed since the last purge and 10 s have passed.
 void purge();
 

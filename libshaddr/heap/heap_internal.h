@@ -32,14 +32,19 @@ struct NextAllocator {
   std::size_t (*usable_size)(void *);
 };
 extern std::atomic<const NextAllocator *> g_next;
+// glibc's malloc_usable_size when g_next is nullptr (this library defines the name; looked up
+// behind it with g_next).
+extern std::atomic<std::size_t (*)(void *)> g_libc_usable_size;
 
-// Whether the heap has started (or is starting, in this thread's recursion): the malloc family
-// starts it at its first call, so that it knows which allocator to use before it hands out
-// any block (a library's constructor may allocate before this library's runs).
+// Whether the heap has started: g_next is published (release) before it is set. The malloc
+// family starts the heap at its first call, so that it knows which allocator to use before it
+// hands out any block (a library's constructor may allocate before this library's runs).
+// start() returns at once in the thread that is starting the heap (its own allocations while
+// it looks the allocators up go to glibc); another thread waits until g_next is known.
 extern std::atomic<bool> g_started;
 void start();
 inline void started() {
-  if (__builtin_expect(!g_started.load(std::memory_order_relaxed), 0)) start();
+  if (__builtin_expect(!g_started.load(std::memory_order_acquire), 0)) start();
 }
 
 // jemalloc on the heap's arena. Each returns nullptr when the heap is off or full; none sets
@@ -50,6 +55,18 @@ void *engine_realloc(void *p, std::size_t size);  // p in the heap
 // there is room; false if not even size fits there (p unchanged).
 bool engine_grow_in_place(void *p, std::size_t size, std::size_t extra);
 void engine_free(void *p);                         // p in the heap
+// Growth blocks, for realloc (malloc.cc): glibc grows a block in place at the top of its heap,
+// so a buffer doubled from 16 KiB to 64 MiB is never copied. A heap block cannot take its
+// neighbour's file pages, and jemalloc grows one in place only when the next extent is free
+// (rarely: thread caches hold the neighbours). So a block that must move to grow moves once,
+// into a growth block: grow_block_size() bytes (64 MiB, at most 1/64 of the range), whose pages
+// cost nothing until written. Freed, it waits in a one-block cache of the freeing thread (as
+// glibc's top keeps its pages) for that thread's next growing buffer, without the arena.
+std::size_t grow_block_size();           // 0: none (heap off)
+void *engine_grow_block(std::size_t n);  // nullptr if n does not fit one, or too many exist
+// If @p (in the heap, @usable bytes) is a growth block: keeps it in this thread's cache, or
+// frees it if the cache is full, and returns true.
+bool engine_release_grow_block(void *p, std::size_t usable);
 // @n bytes of heap blocks were freed: now and then, the arena's free pages go back (heap.cc).
 void note_freed(std::size_t n);
 std::size_t engine_usable_size(const void *p);     // p in the heap
@@ -57,6 +74,18 @@ std::size_t engine_usable_size(const void *p);     // p in the heap
 // Pages a program withdrew from the heap (memops.cc, heap.h "Private-anonymous semantics"):
 // their count in this process (0: none, the fast paths' one load).
 extern std::atomic<std::size_t> g_withdrawn;
+
+// The heap's page lock (heap.cc's g.mu): memops.cc classifies a range and acts on it (punch,
+// withdraw, the kernel's call) in one critical section, so that no other thread withdraws or
+// gives back its pages in between. Never held across a jemalloc call.
+void lock_pages();
+void unlock_pages();
+struct PagesLock {
+  PagesLock() { lock_pages(); }
+  ~PagesLock() { unlock_pages(); }
+  PagesLock(const PagesLock &) = delete;
+  PagesLock &operator=(const PagesLock &) = delete;
+};
 
 // The kernel's own calls, for this library's code (it defines madvise and mremap itself).
 int raw_madvise(void *addr, std::size_t len, int advice);
@@ -71,12 +100,14 @@ std::uintptr_t page_run(std::uintptr_t a, std::uintptr_t e, Pages *kind);
 // Hole-punches [a, e) of the heap file (page aligned): zeros here and in peers' mappings.
 bool punch_range(std::uintptr_t a, std::uintptr_t e);
 // Moves the shared pages of [a, e) (page aligned) out of the heap: private anonymous memory
-// with the same bytes in their place, the file's copy punched, marked withdrawn. false with
-// errno (ENOMEM) if that could not be done; pages done so far stay withdrawn.
+// with the same bytes in their place (mlock()ed where they were), the file's copy punched,
+// marked withdrawn. false with errno (ENOMEM) if that could not be done; pages done so far
+// stay withdrawn. Called with the PagesLock held.
 bool withdraw_range(std::uintptr_t a, std::uintptr_t e);
 // Gives the withdrawn pages within [a, e) back to the heap: the file mapped again (zeros).
+// Takes the PagesLock only if a page of the range is withdrawn.
 void restore_range(std::uintptr_t a, std::uintptr_t e);
-// Whether [p, p + len) of the heap holds a withdrawn page.
+// Whether [p, p + len) of the heap holds a withdrawn page (lock-free: the table's bits).
 bool block_withdrawn(const void *p, std::size_t len);
 
 // The settings grammar of libshaddr's registry (libshaddr/src/settings.h), without malloc:

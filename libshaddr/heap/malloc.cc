@@ -9,7 +9,6 @@
 //
 // Not compiled in sanitizer builds: the sanitizer's allocator must stay in charge.
 #include <errno.h>
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -33,6 +32,8 @@ using namespace shaddr::heap::detail;
 
 // The most a growing block gets beyond its request (realloc below).
 constexpr size_t kGrowRoomMax = size_t{256} << 20;
+// Blocks smaller than this move into a growth block rather than try to grow in place.
+constexpr size_t kCopyCheap = size_t{1} << 20;
 
 bool routed(size_t n) { return n >= g_route_min.load(std::memory_order_relaxed); }
 
@@ -44,17 +45,30 @@ size_t page_size() {
 bool power_of_two(size_t a) { return a && !(a & (a - 1)); }
 
 // A heap block going back to the allocator: pages the program withdrew from the heap
-// (memops.cc) get the file back, so that the block is shared again when it is handed out next.
-// Only blocks with pages of their own (jemalloc's large ones, from 16 KiB, page aligned): a
-// smaller one shares its pages, which go back when jemalloc purges them.
+// (memops.cc) get the file back, so that the block is shared again when it is handed out next
+// (restore_range looks at the table's bits first and locks only if one is set). Only blocks
+// with pages of their own (jemalloc's large ones, from 16 KiB, page aligned): a smaller one
+// shares its pages, which go back when jemalloc purges them. errno is kept, as free() must
+// (POSIX.1-2024; glibc since 2.33): giving pages back makes system calls.
 void release_block(void *p) {
+  const int e = errno;
   const size_t n = engine_usable_size(p);
   if (g_withdrawn.load(std::memory_order_relaxed)) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (n >= 16384 && !(a & (page_size() - 1))) restore_range(a, a + n);
   }
-  engine_free(p);
-  note_freed(n);
+  if (!engine_release_grow_block(p, n)) {
+    engine_free(p);
+    note_freed(n);
+  }
+  errno = e;
+}
+
+// Moves heap block @p (@old usable bytes) to @q, which holds at least as much.
+void *moved(void *p, size_t old, void *q) {
+  memcpy(q, p, old);
+  release_block(p);
+  return q;
 }
 
 // The normal allocator: glibc's, or the program's own (g_next, heap_internal.h).
@@ -79,24 +93,17 @@ void *normal_memalign(size_t a, size_t n) {
   return x ? x->memalign(a, n) : __libc_memalign(a, n);
 }
 
-// glibc's malloc_usable_size (this library defines the name, so look it up behind us).
-size_t glibc_usable_size(void *p) {
+// The normal allocator's malloc_usable_size (heap_internal.h: looked up when the heap starts).
+size_t normal_usable_size(void *p) {
   if (const NextAllocator *x = g_next.load(std::memory_order_relaxed)) return x->usable_size(p);
-  using fn = size_t (*)(void *);
-  static std::atomic<fn> f{nullptr};
-  fn g = f.load(std::memory_order_acquire);
-  if (!g) {
-    g = reinterpret_cast<fn>(dlvsym(RTLD_NEXT, "malloc_usable_size", "GLIBC_2.2.5"));
-    if (!g) g = reinterpret_cast<fn>(dlsym(RTLD_NEXT, "malloc_usable_size"));
-    if (!g) return 0;
-    f.store(g, std::memory_order_release);
-  }
-  return g(p);
+  size_t (*f)(void *) = g_libc_usable_size.load(std::memory_order_relaxed);
+  return f ? f(p) : 0;
 }
 
 size_t usable_size(void *p) {
   if (!p) return 0;
-  return in_heap(p) ? engine_usable_size(p) : glibc_usable_size(p);
+  started();
+  return in_heap(p) ? engine_usable_size(p) : normal_usable_size(p);
 }
 
 // Aligned allocation with glibc's memalign conventions: align is a power of two.
@@ -147,7 +154,7 @@ HEAP_EXPORT void *realloc(void *p, size_t n) {
     // Growing across the threshold: into the heap.
     void *q = engine_alloc(n, 0, false);
     if (!q) return normal_realloc(p, n);
-    size_t old = glibc_usable_size(p);
+    size_t old = normal_usable_size(p);
     memcpy(q, p, old < n ? old : n);
     normal_free(p);
     return q;
@@ -168,20 +175,23 @@ HEAP_EXPORT void *realloc(void *p, size_t n) {
   if (routed(n) || g_route_min.load(std::memory_order_relaxed) == SIZE_MAX) {
     // Stays in the heap (in mpi-alloc-only mode, heap memory stays there whatever its size).
     // glibc grows a block in place where it can (at the top of its heap, or by mremap); the
-    // heap's file cannot move pages, so a block that grows gets room to grow further: as
-    // much again beyond the request, in place if its neighbour is free, else where it moves.
-    // Untouched pages of a heap file cost nothing. A block that still fits stays.
-    if (n <= old && n >= old / 2) return p;
+    // heap's file cannot move pages, so a block that must move to grow moves into a growth
+    // block (heap_internal.h), once: up to its size it then grows in place. Below kCopyCheap
+    // bytes that move is cheaper than asking jemalloc to grow the block where it is (which
+    // rarely can, and costs its arena's lock). A larger one, or beyond a growth block, gets
+    // as much room again beyond the request, in place if its neighbour is free, else where
+    // it moves. Untouched pages of a heap file cost nothing. A block that still fits stays
+    // (a growth block whatever it shrinks to, as glibc's top keeps its pages).
+    if (n <= old && (n >= old / 2 || old == grow_block_size())) return p;
     if (n > old) {
+      if (old < kCopyCheap)
+        if (void *q = engine_grow_block(n)) return moved(p, old, q);
       const size_t room = n < kGrowRoomMax ? n : kGrowRoomMax;
       size_t want;
       if (__builtin_add_overflow(n, room, &want)) want = n;
       if (engine_grow_in_place(p, n, want - n)) return p;
-      if (void *q = engine_alloc(want, 0, false)) {
-        memcpy(q, p, old);
-        release_block(p);
-        return q;
-      }
+      if (void *q = engine_grow_block(n)) return moved(p, old, q);
+      if (void *q = engine_alloc(want, 0, false)) return moved(p, old, q);
     }
     if (void *q = engine_realloc(p, n)) return q;
   }

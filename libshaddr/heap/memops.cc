@@ -104,11 +104,26 @@ int shared_advice(uintptr_t a, uintptr_t e, int advice) {
   }
 }
 
-// Withdraws the shared pages of [a, e); false with errno if that fails.
+// Withdraws the shared pages of [a, e); false with errno if that fails. PagesLock held.
 bool withdraw_shared(const void *addr, size_t len) {
   uintptr_t a, e;
   if (!heap_range(addr, len, &a, &e) || !any_shared(a, e)) return true;
   return withdraw_range(a, e);
+}
+
+// Whether [addr, addr + len) can touch the heap: then the caller takes the PagesLock.
+bool touches_heap(const void *addr, size_t len) {
+  uintptr_t a, e;
+  return heap_range(addr, len ? len : 1, &a, &e);
+}
+
+// @call on private memory: the range's shared heap pages withdrawn first, all under the lock.
+template <class Call>
+long on_private(const void *addr, size_t len, Call call) {
+  if (!touches_heap(addr, len)) return call();
+  PagesLock lock;
+  if (!withdraw_shared(addr, len)) return -1;
+  return call();
 }
 
 }  // namespace
@@ -118,6 +133,7 @@ bool withdraw_shared(const void *addr, size_t len) {
 HEAP_EXPORT int madvise(void *addr, size_t len, int advice) noexcept {
   uintptr_t a, e;
   if (!heap_range(addr, len, &a, &e)) return raw_madvise(addr, len, advice);
+  PagesLock lock;  // what page_run() says stays true until the call is done
   int result = 0, saved = 0;
   for (uintptr_t r; a < e; a = r) {
     Pages kind;
@@ -135,21 +151,20 @@ HEAP_EXPORT int madvise(void *addr, size_t len, int advice) noexcept {
 
 // Any protection but the heap's own read-write would be lost by the fork copy: private first.
 HEAP_EXPORT int mprotect(void *addr, size_t len, int prot) noexcept {
-  if (prot != (PROT_READ | PROT_WRITE) && !withdraw_shared(addr, len)) return -1;
-  return static_cast<int>(syscall(SYS_mprotect, addr, len, prot));
+  if (prot == (PROT_READ | PROT_WRITE)) return static_cast<int>(syscall(SYS_mprotect, addr, len, prot));
+  return static_cast<int>(on_private(addr, len, [&] { return syscall(SYS_mprotect, addr, len, prot); }));
 }
 
 HEAP_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey) noexcept {
-  if (!withdraw_shared(addr, len)) return -1;
-  return static_cast<int>(syscall(SYS_pkey_mprotect, addr, len, prot, pkey));
+  return static_cast<int>(
+      on_private(addr, len, [&] { return syscall(SYS_pkey_mprotect, addr, len, prot, pkey); }));
 }
 
 // libnuma's entry point (numaif.h); a NUMA policy on shared pages is the file's, and pages a
 // peer maps too are not moved (MPOL_MF_STRICT: EIO).
 HEAP_EXPORT long mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
                        unsigned long maxnode, unsigned flags) noexcept {
-  if (!withdraw_shared(addr, len)) return -1;
-  return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags);
+  return on_private(addr, len, [&] { return syscall(SYS_mbind, addr, len, mode, nodemask, maxnode, flags); });
 }
 
 // The pages move as private memory (MREMAP_DONTUNMAP refuses shared mappings before Linux
@@ -165,6 +180,9 @@ HEAP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, .
   }
   uintptr_t a, e;
   const bool heap = heap_range(old, old_len ? old_len : 1, &a, &e);
+  if (!heap && !((flags & MREMAP_FIXED) && touches_heap(new_addr, new_len)))
+    return raw_mremap(old, old_len, new_len, flags, new_addr);
+  PagesLock lock;
   if (heap && !withdraw_shared(old, old_len)) return MAP_FAILED;
   if ((flags & MREMAP_FIXED) && !withdraw_shared(new_addr, new_len)) return MAP_FAILED;
   void *r = raw_mremap(old, old_len, new_len, flags, new_addr);

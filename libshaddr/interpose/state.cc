@@ -204,6 +204,7 @@ int read_settings(Settings *st, std::string *why) {
   st->mesh_max = in.size("SHADDR_INTERPOSE_MESH_MAX", 64);
   st->verify = in.flag("SHADDR_VERIFY", false);
   st->verify_inject = in.size("SHADDR_VERIFY_INJECT", 0);
+  st->preload_children = in.flag("SHADDR_PRELOAD_CHILDREN", false);
   *why = in.why();
   return in.error();
 }
@@ -565,9 +566,10 @@ void init_globals(bool at_init) {
   PMPI_Finalized(&finalized);
   if (!initialized || finalized) return;
   g_inited = true;
-  shaddr::drop_preload_for_children();  // its children are not ranks (docs/heap.md)
   std::string bad;
   const int bad_err = read_settings(&g_settings, &bad);
+  // Its children are not ranks (docs/heap.md).
+  shaddr::drop_preload_for_children(g_settings.preload_children);
   // The interposer's settings decide, on each rank alone, whether a call goes to libshaddr or
   // to PMPI_*: ranks that disagree would wait in different collectives. At MPI_Init every
   // rank takes part, so they are compared there; a mismatch or a value that does not parse

@@ -100,6 +100,7 @@ struct Settings {
   uint64_t fail_every = 0;     // SHADDR_INTERPOSE_FAIL_EVERY: testing aid, see inject_fault
   bool verify = false;         // SHADDR_VERIFY=1: check every collective (verify.h)
   uint64_t verify_inject = 0;  // SHADDR_VERIFY_INJECT: testing aid, see verify.h
+  bool preload_children = false;  // SHADDR_PRELOAD_CHILDREN: keep the preload for children
 };
 
 // What a warm call reads, kept in state.cc and read here inline: a call that the plan forwards

@@ -5,7 +5,6 @@
 #include <string_view>
 
 #include "child_preload.h"
-#include "settings.h"
 
 namespace shaddr {
 namespace {
@@ -32,9 +31,8 @@ std::string preload_without_shaddr(std::string_view preload) {
   return out;
 }
 
-void drop_preload_for_children() {
-  SettingsReader settings;
-  if (settings.flag("SHADDR_PRELOAD_CHILDREN", false)) return;
+void drop_preload_for_children(bool keep) {
+  if (keep) return;
   const char *preload = std::getenv("LD_PRELOAD");
   if (!preload) return;
   const std::string kept = preload_without_shaddr(preload);

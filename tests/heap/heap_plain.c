@@ -47,14 +47,22 @@ static void *(*volatile alloc)(size_t);
 #define alloc malloc
 #endif
 
+/* The process's first malloc: preinit_array functions run before every constructor (the
+ * preloaded heap's included), so the heap must start inside this call. */
+static char *g_first;
+static void first_malloc(void) { g_first = malloc(1 << 20); }
+__attribute__((section(".preinit_array"), used)) static void (*g_preinit)(void) = first_malloc;
+
 int main(void) {
 #ifdef TAKE_MALLOC_ADDRESS
   alloc = malloc;  /* in code: the address comes from the executable's own PLT entry */
 #endif
   char *p = alloc(1 << 20);
-  if (!p) return 2;
+  if (!p || !g_first) return 2;
   memset(p, 7, 1 << 20);
-  printf("in_heap=%d\n", in_memfd_heap(p));
+  memset(g_first, 8, 1 << 20);
+  printf("in_heap=%d first_in_heap=%d\n", in_memfd_heap(p), in_memfd_heap(g_first));
   free(p);
+  free(g_first);
   return 0;
 }

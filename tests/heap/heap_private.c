@@ -60,6 +60,24 @@ static int writable(void *p, size_t n) {
   return 1;
 }
 
+/* How much of [p, p + n) is mlock()ed: /proc/self/smaps's VmFlags "lo" of its mappings. */
+static const char *locked(const void *p, size_t n) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  char line[512];
+  uintptr_t a = (uintptr_t)p, e = a + n, lo = 0, hi = 0;
+  size_t bytes = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long x, y;
+    if (sscanf(line, "%lx-%lx ", &x, &y) == 2) {
+      lo = x, hi = y;
+    } else if (!strncmp(line, "VmFlags:", 8) && strstr(line, " lo ") && hi > a && lo < e) {
+      bytes += (hi < e ? hi : e) - (lo > a ? lo : a);
+    }
+  }
+  if (f) fclose(f);
+  return bytes == 0 ? "none" : bytes >= ((n + 4095) & ~(size_t)4095) ? "all" : "part";
+}
+
 static size_t g_size;
 static void say(const char *what, const char *fmt, ...) {
   char buf[256];
@@ -202,6 +220,21 @@ static void checks(size_t n) {
   r = madvise(p, n, MADV_FREE);
   say("MADV_FREE on locked pages", "%s, %s", rc(r), content(p, n, 0xab));
   say("munlock", "%s", rc(munlock(p, n)));
+  free(p);
+
+  /* Pages stay locked through calls that change their mapping (the heap's withdraw). */
+  p = fresh(n, 0xab);
+  if (mlock(p, n)) abort();
+  r = mprotect(p, n, PROT_READ);
+  say("mprotect PROT_READ on locked pages", "%s, locked %s", rc(r), locked(p, n));
+  r = mprotect(p, n, PROT_READ | PROT_WRITE);
+  say("mprotect back", "%s, locked %s, %s", rc(r), locked(p, n), content(p, n, 0xab));
+  r = madvise(p + n / 2, n - n / 2, MADV_DONTFORK);
+  say("MADV_DONTFORK on locked pages", "%s, locked %s", rc(r), locked(p, n));
+  r = madvise(p + n / 2, n - n / 2, MADV_DOFORK);
+  say("MADV_DOFORK", "%s", rc(r));
+  r = munlock(p, n);
+  say("munlock", "%s, locked %s", rc(r), locked(p, n));
   free(p);
 
   p = fresh(n, 0xab);

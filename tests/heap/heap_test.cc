@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdlib>
@@ -238,6 +239,51 @@ TEST(HeapRealloc, AcrossTheThresholdBothWaysKeepsTheData) {
   EXPECT_EQ(errno, ENOMEM);
   std::free(same ? same : r);
   std::free(p);
+}
+
+// A buffer doubled by realloc from 64 KiB to 32 MiB moves once, into a growth block, and then
+// grows in place, as glibc's top of heap does; freed, that block waits for the thread's next
+// growing buffer. The bytes follow at every step.
+TEST(HeapRealloc, AGrowingBufferMovesOnceThenGrowsInPlace) {
+  REQUIRE_HEAP();
+  void *first = nullptr;
+  for (int round = 0; round < 3; round++) {
+    std::size_t n = 64 * KiB;
+    auto *p = static_cast<unsigned char *>(std::malloc(n));
+    fill(p, n, 7);
+    int moves = 0;
+    for (; n < 32 * MiB; n *= 2) {
+      auto *q = static_cast<unsigned char *>(std::realloc(p, 2 * n));
+      ASSERT_NE(q, nullptr);
+      moves += q != p;
+      ASSERT_TRUE(check(q, n, 7)) << "round " << round << " size " << n;
+      fill(q, 2 * n, 7);
+      p = q;
+    }
+    EXPECT_EQ(moves, 1) << "round " << round;
+    EXPECT_TRUE(in_heap(p));
+    if (round == 0) first = p;
+    EXPECT_EQ(p, first) << "round " << round << ": the thread's growth block again";
+    std::free(p);
+  }
+  heap::purge();  // gives the cached block back, as the thread caches' blocks
+}
+
+// Two growing buffers at once: the second needs a growth block of its own, and freeing both
+// gives one back to the arena (the thread keeps one). Many rounds must not use up the number
+// of growth blocks the range allows.
+TEST(HeapRealloc, GrowthBlocksFreedToTheArenaAreCountedBack) {
+  REQUIRE_HEAP();
+  for (int round = 0; round < 100; round++) {
+    void *p = std::realloc(std::malloc(64 * KiB), 256 * KiB);
+    void *q = std::realloc(std::malloc(64 * KiB), 256 * KiB);
+    ASSERT_TRUE(p && q);
+    EXPECT_GE(malloc_usable_size(p), 32 * MiB) << "round " << round;
+    EXPECT_GE(malloc_usable_size(q), 32 * MiB) << "round " << round;
+    std::free(p);
+    std::free(q);
+  }
+  heap::purge();
 }
 
 TEST(HeapAlign, EveryFunctionEveryAlignment) {
@@ -702,6 +748,96 @@ TEST(HeapPrivate, APeerReadingWhileTheOwnerPurgesSeesTheBytesOrZeros) {
   std::free(p);
 }
 
+// madvise(MADV_DONTNEED) racing another thread's withdraw of the same pages (MADV_DONTFORK):
+// whichever comes first, the bytes read zero afterwards. (madvise classified the pages without
+// the lock: the withdraw's copy could take the old bytes after the punch, and keep them.)
+TEST(HeapPrivate, DontneedRacingAWithdrawStillZeroes) {
+  REQUIRE_HEAP();
+  const std::size_t n = MiB;
+  int kept = 0;
+  for (int round = 0; round < 60; round++) {
+    void *v = nullptr;
+    ASSERT_EQ(posix_memalign(&v, 4096, n), 0);
+    std::memset(v, 0x5b, n);
+    std::atomic<int> ready{0};
+    std::thread other([&] {
+      ready++;
+      while (ready.load() < 2) {
+      }
+      EXPECT_EQ(madvise(v, n, MADV_DONTFORK), 0);
+    });
+    ready++;
+    while (ready.load() < 2) {
+    }
+    ASSERT_EQ(madvise(v, n, MADV_DONTNEED), 0);
+    other.join();
+    kept += !all_bytes(v, n, 0);
+    std::free(v);
+  }
+  EXPECT_EQ(kept, 0) << "rounds where MADV_DONTNEED left bytes";
+}
+
+// A write by another thread while the pages are being withdrawn is kept: the range is mapped
+// privately first (writes go to private copies), the file copied, then the written pages.
+// (The copy used to be taken from the file while the program kept writing to it: a write to a
+// page already copied was lost.) The writer writes once, well before the withdraw can finish.
+TEST(HeapPrivate, AWriteDuringTheWithdrawIsKept) {
+  REQUIRE_HEAP();
+  const std::size_t n = 64 * MiB;
+  void *v = nullptr;
+  ASSERT_EQ(posix_memalign(&v, 4096, n), 0);
+  auto *p = static_cast<volatile unsigned char *>(v);
+  std::memset(v, 0x21, n);
+  using clock = std::chrono::steady_clock;
+  std::atomic<bool> go{false};
+  clock::time_point wrote;
+  std::thread writer([&] {
+    while (!go.load()) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    p[0] = 0x99;  // the first page: the one a front-to-back copy takes first
+    p[n - 1] = 0x98;
+    wrote = clock::now();
+  });
+  go = true;
+  ASSERT_EQ(madvise(v, n, MADV_DONTFORK), 0);
+  const clock::time_point done = clock::now();
+  writer.join();
+  EXPECT_FALSE(heap::contains(v, n).has_value()) << "withdrawn";
+  if (done - wrote < std::chrono::milliseconds(2))
+    GTEST_SKIP() << "the withdraw ended too soon after the write to tell";
+  EXPECT_EQ(p[0], 0x99);
+  EXPECT_EQ(p[n - 1], 0x98);
+  EXPECT_EQ(p[1], 0x21);
+  std::free(v);
+}
+
+// free() keeps errno (POSIX.1-2024, glibc 2.33), also when giving a block's withdrawn pages
+// back fails (here: the heap's descriptor closed under it, in a fork child).
+TEST(HeapFree, KeepsErrno) {
+  REQUIRE_HEAP();
+  const std::size_t n = MiB;
+  void *v = nullptr;
+  ASSERT_EQ(posix_memalign(&v, 4096, n), 0);
+  std::memset(v, 1, n);
+  errno = 4321;
+  std::free(std::malloc(n));
+  EXPECT_EQ(errno, 4321);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (mprotect(v, n, PROT_READ) != 0 || mprotect(v, n, PROT_READ | PROT_WRITE) != 0) _exit(2);
+    if (heap::contains(v, n).has_value()) _exit(3);  // not withdrawn: test is void
+    close(heap::fd());
+    errno = 4321;
+    std::free(v);
+    _exit(errno == 4321 ? 0 : 1);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+  std::free(v);
+}
+
 TEST(HeapSettings, ModesAndThreshold) {
   if (kSanitizer) GTEST_SKIP();
   Proc off = run({HEAP_HELPER, "status"}, {"SHADDR_HEAP=off"});
@@ -797,6 +933,9 @@ TEST(HeapPreload, AProgramThatKnowsNothingOfShaddr) {
   Proc pre = run({HEAP_PLAIN}, {std::string("LD_PRELOAD=") + HEAP_SO});
   EXPECT_TRUE(pre.ok()) << pre.out;
   EXPECT_NE(pre.out.find("in_heap=1"), std::string::npos) << pre.out;
+  // Its first malloc, in a preinit_array function (before any constructor): the heap
+  // starts inside that call.
+  EXPECT_NE(pre.out.find("first_in_heap=1"), std::string::npos) << pre.out;
 }
 
 // dlsym(RTLD_DEFAULT, "malloc") answers the program's own PLT stub when the program is not

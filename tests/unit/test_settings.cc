@@ -170,15 +170,12 @@ TEST(ChildPreload, DropsShaddrsLibrariesOnly) {
 TEST(ChildPreload, AtMpiInitUnlessKept) {
   const char *was = getenv("LD_PRELOAD");
   const std::string saved = was ? was : "";
-  unsetenv("SHADDR_PRELOAD_CHILDREN");
   setenv("LD_PRELOAD", "/b/libshaddr-heap.so:/b/libshaddr-mpich.so:/lib/libx.so", 1);
-  drop_preload_for_children();
+  drop_preload_for_children(false);
   EXPECT_STREQ(getenv("LD_PRELOAD"), "/lib/libx.so");
   setenv("LD_PRELOAD", "/b/libshaddr-heap.so", 1);
-  setenv("SHADDR_PRELOAD_CHILDREN", "1", 1);
-  drop_preload_for_children();
+  drop_preload_for_children(true);  // SHADDR_PRELOAD_CHILDREN=1
   EXPECT_STREQ(getenv("LD_PRELOAD"), "/b/libshaddr-heap.so");
-  unsetenv("SHADDR_PRELOAD_CHILDREN");
   if (was)
     setenv("LD_PRELOAD", saved.c_str(), 1);
   else
