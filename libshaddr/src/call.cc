@@ -78,7 +78,8 @@ SHADDR_API int shaddr_call_route(shaddr_comm_t *comm, enum shaddr_fallback fallb
     c.forward_call();
     return r;
   }
-  if (call->step)
+  // The v-calls run their own choice (Allgatherv by its largest block): nothing to hand down.
+  if (call->step && !(call->flags & SHADDR_CALL_V))
     c.hand_down(call->step, call->coll, call->bytes, shaddr::plan_table(call->coll, call->flags));
   if (!(call->flags & SHADDR_CALL_PREPARE)) c.announce_pending(shaddr::token(*call));
   return r;
