@@ -16,7 +16,9 @@
 #include <cstring>
 #include <vector>
 
+#include "agree.h"
 #include "calls.h"
+#include "hash.h"
 #include "heap.h"
 #include "hier.h"
 #include "shaddr/mpi_glue.h"
@@ -29,131 +31,13 @@ using namespace shaddr::interpose;
 
 namespace {
 
-// A 64-bit digest step (splitmix64's finaliser).
-uint64_t mix_token(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// What MPI requires to be equal on every rank for one call, as a ledger token (never
-// SHADDR_CALL_FORWARDED).
-uint64_t call_token(shaddr_interpose_call which, uint64_t bytes, int root = -1,
-                    uint64_t extra = 0) {
-  const uint64_t id = uint64_t{static_cast<uint32_t>(which)} << 32 | static_cast<uint32_t>(root);
-  const uint64_t t = mix_token(mix_token(mix_token(id) ^ bytes) ^ extra);
-  return t == SHADDR_CALL_FORWARDED ? 1 : t;
-}
-
-// libshaddr's collective (and plan table) of an intercepted call.
-shaddr_coll coll_of(shaddr_interpose_call which) {
-  static constexpr shaddr_coll kColl[SHADDR_IP_COUNT] = {
-      SHADDR_COLL_BARRIER, SHADDR_COLL_BCAST,   SHADDR_COLL_REDUCE,    SHADDR_COLL_ALLREDUCE,
-      SHADDR_COLL_GATHER,  SHADDR_COLL_GATHER,  SHADDR_COLL_SCATTER,   SHADDR_COLL_SCATTER,
-      SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLGATHER, SHADDR_COLL_ALLTOALL, SHADDR_COLL_ALLTOALL};
-  return kColl[which];
-}
-
-// Over several nodes no call ledger spans the communicator: the ranks agree on @token by
-// AND-ing {token, ~token} over it, whose two results cover every bit exactly when no two tokens
-// differ. libshaddr reduces in each node to its leader, the leaders PMPI_Allreduce 16 bytes,
-// libshaddr broadcasts the verdict in each node (a node whose libshaddr step fails, every rank
-// of it alike, does that step with PMPI_* on the node). True when every rank passed @token and
-// it is not SHADDR_CALL_FORWARDED; the same answer on every rank.
-bool agree_nodes(State &s, uint64_t token) {
-  uint64_t v[2] = {token, ~token};
-  uint64_t mine[2] = {v[0], v[1]};
-  const bool lead = s.leader();
-  if (s.sc &&
-      shaddr_reduce(s.sc, mine, lead ? v : nullptr, 2, SHADDR_UINT64, SHADDR_OP_BAND, 0) != 0 &&
-      PMPI_Reduce(mine, lead ? v : nullptr, 2, MPI_UINT64_T, MPI_BAND, 0, s.node) != MPI_SUCCESS)
-    v[0] = v[1] = 0;  // no verdict: this node forwards (the error is MPI's to report)
-  if (lead && PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_BAND, s.leaders) != MPI_SUCCESS)
-    v[0] = v[1] = 0;
-  if (s.sc && shaddr_bcast(s.sc, v, sizeof(v), 0) != 0 &&
-      PMPI_Bcast(v, 2, MPI_UINT64_T, 0, s.node) != MPI_SUCCESS)
-    v[0] = v[1] = 0;
-  return (v[0] | v[1]) == ~uint64_t{0} && v[0] != SHADDR_CALL_FORWARDED;
-}
-
-// One call: counted once as forwarded, accelerated or fallen back, and agreed, so that ranks
-// whose arguments differ (an erroneous program) or that chose differently all end up in PMPI_*,
-// which reports the error as it would without the interposer, instead of some waiting in
-// libshaddr for the others. On one node through the node communicator's call ledger
-// (shaddr_call_announce, settled by the collective; a forwarding rank records itself with
-// shaddr_call_agree and does not wait); over several nodes, for
-// the calls the hierarchy takes, with agree_nodes (a node reduce and broadcast of 16 bytes and
-// the leaders' PMPI_Allreduce of them, per call and also per forwarded call: a rank that
-// forwards must tell the others, which wait for every rank), unless the plan sends no size of
-// that call to libshaddr: then every rank forwards it whatever its arguments.
-struct Call {
-  shaddr_interpose_call which;
-  State *s;
-  Call(shaddr_interpose_call w, State *st) : which(w), s(st) {}
-  // The ledger of this call's node communicator, where one exists without communicating
-  // (State::ledger); the hierarchy's phases are not recorded.
-  shaddr_comm_t *ledger() const { return s ? s->ledger() : nullptr; }
-  // Agreed over several nodes: the calls with arguments that the hierarchy takes (the others
-  // are forwarded on such communicators whatever their arguments, as are calls that
-  // SHADDR_INTERPOSE_FORWARD names).
-  bool across() const {
-    return s && s->multi() && !settings().forward[which] &&
-           (which == SHADDR_IP_BCAST || which == SHADDR_IP_REDUCE ||
-            which == SHADDR_IP_ALLREDUCE || which == SHADDR_IP_ALLGATHER ||
-            which == SHADDR_IP_ALLTOALL) &&
-           s->lib_any(coll_of(which));
-  }
-  // Runs the call in PMPI_*; the peers learn it before this rank blocks there.
-  template <typename Run>
-  int forward(Run &&run) {
-    if (across())
-      agree_nodes(*s, SHADDR_CALL_FORWARDED);
-    else if (shaddr_comm_t *l = ledger())
-      shaddr_call_agree(l, SHADDR_CALL_FORWARDED);
-    count_forward(which);
-    return run();
-  }
-  // True when every rank (of the node, or of the communicator over several nodes) records this
-  // call with @token; false: the caller runs it in PMPI_* with its own arguments, as every
-  // other rank does. On one node the call is only announced here: the libshaddr collective
-  // that follows settles it (shaddr_call_announce), and returns -EXDEV, which failed() turns
-  // into the same PMPI_* run, where the ranks differ.
-  bool agreed(uint64_t token, const char *name) {
-    if (across()) {
-      if (!agree_nodes(*s, token)) {
-        say(s, "%s: the ranks' arguments differ: PMPI_*", name);
-        count_fallback(which);
-        return false;
-      }
-      return true;
-    }
-    shaddr_comm_t *l = ledger();
-    if (!l) return true;
-    const int rc = shaddr_call_announce(l, token);
-    if (!rc) return true;
-    say_fallback(*s, name, rc);
-    count_fallback(which);
-    return false;
-  }
-};
-
-// A call goes to PMPI_* where libshaddr's plan (State::plan) says so: the model measured this
-// MPI faster at that size, or a SHADDR_MIN_<COLL> setting sends it there; and always where
-// SHADDR_INTERPOSE_FORWARD names the call. @bytes: the message, or one rank's block;
-// Allgatherv's: all blocks.
-bool small(State &s, const Call &c, size_t bytes, unsigned flags = 0) {
-  if (bytes == 0 || settings().forward[c.which]) return true;
-  if (c.which == SHADDR_IP_ALLGATHERV) bytes = std::max<size_t>(bytes / s.size, 1);
-  return !s.lib_for(coll_of(c.which), bytes, flags);
-}
-
-// small() from @count elements of @type alone, before the costlier look at the types' layouts:
-// most short calls are forwarded on this. True also where MPI cannot size @type (forwarded).
-bool small_by_size(State &s, const Call &c, int count, MPI_Datatype type) {
+// Whether libshaddr runs a call of @count elements of @type (Call::lib), from the type's size
+// alone, before the costlier look at its layout: most short calls are forwarded on this. False
+// also where MPI cannot size @type (forwarded).
+bool lib_by_size(Call &c, int count, MPI_Datatype type, int root = -1) {
   MPI_Count tsize = 0;
-  return count < 0 || !type_size(type, &tsize) ||
-         small(s, c, static_cast<size_t>(count) * static_cast<size_t>(tsize));
+  return count >= 0 && type_size(type, &tsize) &&
+         c.lib(static_cast<size_t>(count) * static_cast<size_t>(tsize), 0, root);
 }
 
 // True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
@@ -355,8 +239,7 @@ namespace shaddr::interpose::impl {
 int barrier(MPI_Comm comm) {
   State *s = state_of(comm);
   Call c(SHADDR_IP_BARRIER, s);
-  if (!s || settings().forward[c.which] || !s->lib_for(SHADDR_COLL_BARRIER, 0))
-    return c.forward([&] { return PMPI_Barrier(comm); });
+  if (!s || !c.lib(0)) return c.forward([&] { return PMPI_Barrier(comm); });
   if (s->multi()) {
     bool fb = false;
     return hier_done(*s, c, hier_barrier(*s, &fb), &fb);
@@ -373,14 +256,14 @@ int bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   // The cheapest test first: most small calls are forwarded on the type's size alone.
   MPI_Count tsize = 0;
   if (!s || count <= 0 || bad_root(*s, root) || !type_size(type, &tsize) ||
-      small(*s, c, static_cast<size_t>(count * tsize)))
+      !c.lib(static_cast<size_t>(count * tsize), 0, root))
     return c.forward(mpi);
   TypeInfo ti = type_info(type);
   if (!ti.ok || buf == MPI_IN_PLACE) return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count * ti.size);
   View v;
   if (v.init(buf, count, type, ti) || (s->rank == root && v.pack_in())) return c.forward(mpi);
-  if (!c.agreed(call_token(SHADDR_IP_BCAST, bytes, root), "Bcast")) return mpi();
+  if (!c.agreed("Bcast")) return mpi();
   int rc = MPI_SUCCESS;
   if (s->multi()) {
     bool fb = false;
@@ -402,11 +285,10 @@ int reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI
   size_t esize;
   if (!s || count <= 0 || bad_root(*s, root) || bad_buffers(s->rank == root, sendbuf, recvbuf) ||
       null_data(s->rank == root, sendbuf, recvbuf) || !reducible(type, op, &dt, &sop, &esize) ||
-      small(*s, c, static_cast<size_t>(count) * esize))
+      !c.lib(static_cast<size_t>(count) * esize, 0, root, SHADDR_CALL_EXTRA_REDUCE(dt, sop)))
     return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count) * esize;
-  if (!c.agreed(call_token(SHADDR_IP_REDUCE, bytes, root, uint64_t{dt} << 8 | sop), "Reduce"))
-    return mpi();
+  if (!c.agreed("Reduce")) return mpi();
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   if (s->multi()) {
@@ -439,13 +321,11 @@ int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, 
   size_t esize;
   if (!s || count <= 0 || bad_buffers(sendbuf, recvbuf) || null_data(true, sendbuf, recvbuf) ||
       !reducible(type, op, &dt, &sop, &esize) ||
-      small(*s, c, static_cast<size_t>(count) * esize,
-            sendbuf == MPI_IN_PLACE ? SHADDR_PLAN_IN_PLACE : 0))
+      !c.lib(static_cast<size_t>(count) * esize, sendbuf == MPI_IN_PLACE ? SHADDR_PLAN_IN_PLACE : 0,
+             -1, SHADDR_CALL_EXTRA_REDUCE(dt, sop)))
     return c.forward(mpi);
   const size_t bytes = static_cast<size_t>(count) * esize;
-  if (!c.agreed(call_token(SHADDR_IP_ALLREDUCE, bytes, -1, uint64_t{dt} << 8 | sop),
-                "Allreduce"))
-    return mpi();
+  if (!c.agreed("Allreduce")) return mpi();
   const bool in_place = sendbuf == MPI_IN_PLACE;
   if (s->multi()) {
     bool fb = false;
@@ -475,8 +355,8 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
   if (bad_buffers(is_root, sendbuf, recvbuf) ||
-      (is_root ? small_by_size(*s, c, recvcount, recvtype)
-               : small_by_size(*s, c, sendcount, sendtype)))
+      !(is_root ? lib_by_size(c, recvcount, recvtype, root)
+                : lib_by_size(c, sendcount, sendtype, root)))
     return c.forward(mpi);
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
@@ -497,7 +377,7 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
       return c.forward(mpi);
     if (in_place) keep.save(rv.data() + static_cast<size_t>(root) * bytes, bytes);
   }
-  if (!c.agreed(call_token(SHADDR_IP_GATHER, bytes, root), "Gather")) return mpi();
+  if (!c.agreed("Gather")) return mpi();
   int rc = shaddr_gather(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), bytes,
                          is_root ? rv.data() : nullptr, root);
   if (failed(*s, c, "Gather", rc)) {
@@ -518,8 +398,8 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   };
   // Non-roots do not know the others' counts: no size threshold here, and each transfer checks
   // the sender's count against the root's (a mismatch fails on every rank: PMPI_* reports it).
-  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi() ||
-      bad_buffers(s->rank == root, sendbuf, recvbuf))
+  if (!s || bad_root(*s, root) || s->multi() || bad_buffers(s->rank == root, sendbuf, recvbuf) ||
+      !c.lib(0, SHADDR_CALL_UNSIZED, root))
     return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
@@ -544,7 +424,7 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
       keep.save(rv.base + rv.displs[root], sbytes);
     }
   }
-  if (!c.agreed(call_token(SHADDR_IP_GATHERV, 0, root), "Gatherv")) return mpi();
+  if (!c.agreed("Gatherv")) return mpi();
   int rc = shaddr_gatherv(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), sbytes,
                           is_root ? rv.base : nullptr, is_root ? rv.bytes.data() : nullptr,
                           is_root ? rv.displs.data() : nullptr, root);
@@ -565,8 +445,8 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
   if (!s || bad_root(*s, root) || s->multi()) return c.forward(mpi);
   const bool is_root = s->rank == root;
   if (bad_buffers(is_root, recvbuf, sendbuf) ||
-      (is_root ? small_by_size(*s, c, sendcount, sendtype)
-               : small_by_size(*s, c, recvcount, recvtype)))
+      !(is_root ? lib_by_size(c, sendcount, sendtype, root)
+                : lib_by_size(c, recvcount, recvtype, root)))
     return c.forward(mpi);
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
   TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
@@ -581,7 +461,7 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
                   sv.pack_in()))
     return c.forward(mpi);
   if (!in_place && rv.init(recvbuf, recvcount, recvtype, rti)) return c.forward(mpi);
-  if (!c.agreed(call_token(SHADDR_IP_SCATTER, bytes, root), "Scatter")) return mpi();
+  if (!c.agreed("Scatter")) return mpi();
   int rc = shaddr_scatter(s->sc, is_root ? sv.data() : nullptr, bytes,
                           in_place ? const_cast<void *>(SHADDR_IN_PLACE) : rv.data(), root);
   if (failed(*s, c, "Scatter", rc)) return mpi();
@@ -597,8 +477,8 @@ int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
     return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
                          root, comm);
   };
-  if (!s || settings().forward[c.which] || bad_root(*s, root) || s->multi() ||
-      bad_buffers(s->rank == root, recvbuf, sendbuf))
+  if (!s || bad_root(*s, root) || s->multi() || bad_buffers(s->rank == root, recvbuf, sendbuf) ||
+      !c.lib(0, SHADDR_CALL_UNSIZED, root))
     return c.forward(mpi);
   const bool is_root = s->rank == root;
   const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
@@ -619,7 +499,7 @@ int scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
   } else {
     rbytes = sv.bytes[root];
   }
-  if (!c.agreed(call_token(SHADDR_IP_SCATTERV, 0, root), "Scatterv")) return mpi();
+  if (!c.agreed("Scatterv")) return mpi();
   int rc = shaddr_scatterv(s->sc, is_root ? sv.base : nullptr, is_root ? sv.bytes.data() : nullptr,
                            is_root ? sv.displs.data() : nullptr,
                            in_place ? const_cast<void *>(SHADDR_IN_PLACE) : rv.data(), rbytes,
@@ -635,7 +515,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   auto mpi = [&] {
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  if (!s || bad_buffers(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
+  if (!s || bad_buffers(sendbuf, recvbuf) || !lib_by_size(c, recvcount, recvtype))
     return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
   if (!rti.ok) return c.forward(mpi);
@@ -651,7 +531,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
     return c.forward(mpi);
   if (in_place ? rv.pack_in() : (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()))
     return c.forward(mpi);
-  if (!c.agreed(call_token(SHADDR_IP_ALLGATHER, bytes), "Allgather")) return mpi();
+  if (!c.agreed("Allgather")) return mpi();
   char *own = rv.data() + static_cast<size_t>(s->rank) * bytes;
   if (s->multi()) {
     bool fb = false;
@@ -688,9 +568,11 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
   for (int i = 0; i < s->size; i++) {
     const size_t b = static_cast<size_t>(recvcounts[i] * rti.size);
     total += b;
-    layout = mix_token(layout ^ b);
+    layout = shaddr::hash_mix(layout, b);
   }
-  if (small(*s, c, total)) return c.forward(mpi);
+  // The plan keys an Allgatherv by its mean block.
+  if (!c.lib(total ? std::max<size_t>(total / s->size, 1) : 0, 0, -1, layout))
+    return c.forward(mpi);
   VView rv;
   View sv;
   if (rv.init(recvbuf, recvcounts, displs, s->size, recvtype, rti)) return c.forward(mpi);
@@ -703,7 +585,7 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
     if (sv.init(sendbuf, sendcount, sendtype, sti) || sv.bytes() != sbytes || sv.pack_in())
       return c.forward(mpi);
   }
-  if (!c.agreed(call_token(SHADDR_IP_ALLGATHERV, total, -1, layout), "Allgatherv")) return mpi();
+  if (!c.agreed("Allgatherv")) return mpi();
   int rc = shaddr_allgatherv(s->sc, in_place ? SHADDR_IN_PLACE : sv.data(), sbytes, rv.base,
                              rv.bytes.data(), rv.displs.data());
   if (failed(*s, c, "Allgatherv", rc)) {
@@ -720,7 +602,7 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   auto mpi = [&] {
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  if (!s || bad_buffers(sendbuf, recvbuf) || small_by_size(*s, c, recvcount, recvtype))
+  if (!s || bad_buffers(sendbuf, recvbuf) || !lib_by_size(c, recvcount, recvtype))
     return c.forward(mpi);
   TypeInfo rti = type_info(recvtype);
   if (!rti.ok) return c.forward(mpi);
@@ -747,7 +629,7 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
       return c.forward(mpi);
     in = sv.data();
   }
-  if (!c.agreed(call_token(SHADDR_IP_ALLTOALL, bytes), "Alltoall")) return mpi();
+  if (!c.agreed("Alltoall")) return mpi();
   if (s->multi()) {
     bool fb = false;
     int rc = hier_done(*s, c, hier_alltoall(*s, in, bytes, rv.data(), &fb), &fb);
@@ -776,7 +658,8 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
   // Each rank knows only its own counts: each transfer checks them against the reader's (a
   // mismatch fails on every rank: PMPI_* reports it).
   TypeInfo rti = type_info(recvtype);
-  if (!s || settings().forward[c.which] || !rti.ok || s->multi() || bad_buffers(sendbuf, recvbuf))
+  if (!s || !rti.ok || s->multi() || bad_buffers(sendbuf, recvbuf) ||
+      !c.lib(0, SHADDR_CALL_UNSIZED))
     return c.forward(mpi);
   const bool in_place = sendbuf == MPI_IN_PLACE;
   TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
@@ -802,7 +685,7 @@ int alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
     sbytes = sv.bytes.data();
     sdisp = sv.displs.data();
   }
-  if (!c.agreed(call_token(SHADDR_IP_ALLTOALLV, 0), "Alltoallv")) return mpi();
+  if (!c.agreed("Alltoallv")) return mpi();
   int rc = shaddr_alltoallv(s->sc, in, sbytes, sdisp, rv.base, rv.bytes.data(), rv.displs.data());
   if (failed(*s, c, "Alltoallv", rc)) {
     if (in_place) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Communicator state: created collectively on the first intercepted collective of a
 // communicator, cached under an attribute keyval, freed by the keyval's delete callback
-// (MPI_Comm_free, MPI_Comm_disconnect) or, for what is still alive, before PMPI_Finalize.
+// (MPI_Comm_free, MPI_Comm_disconnect) or, for what is still alive, before PMPI_Finalize. The
+// group's plan and profile are in state_plan.cc, the settings in state_settings.cc.
 #include "state.h"
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <cstring>
 #include <map>
 
+#include "agree.h"
 #include "child_preload.h"
+#include "state_parts.h"
 #include "settings.h"
 #include "types.h"
 #include "next_mpi.h"  // last: PMPI_* below are the MPI's own
@@ -47,18 +50,6 @@ int g_kept = 0;
 MPI_Comm g_progress_comm = MPI_COMM_NULL;
 MPI_Request g_progress_req = MPI_REQUEST_NULL;
 int g_progress_buf = 0;
-// What a set-up found for a group of processes (key: their MPI_COMM_WORLD ranks in the
-// group's order), so that the next communicator of the same group knows its plan without
-// communicating. Made by collective set-ups only, never dropped: the same entries on every rank
-// of a group when one of its communicators makes its first collective call. Small: groups of
-// one node size share one plan.
-struct Profile {
-  bool usable = false;
-  bool config_error = false;
-  std::string why;
-  std::shared_ptr<const shaddr_plan> plan;
-};
-std::map<std::vector<int>, Profile> g_profiles;
 }  // namespace
 
 // A set-up proper, shared by the live communicators of one group (state.h).
@@ -73,141 +64,6 @@ namespace {
 std::map<std::vector<int>, Shared *> g_shared;  // live set-ups by group (shareable groups)
 std::map<uint64_t, Shared *> g_live;            // every live set-up by seq, for finalize
 MPI_Group g_world_group = MPI_GROUP_NULL;
-
-// What runs when the interposer does not call libshaddr: this MPI's own collectives.
-#ifdef OMPI_MAJOR_VERSION
-constexpr shaddr_fallback kFallback = SHADDR_FALLBACK_OPENMPI;
-#else
-constexpr shaddr_fallback kFallback = SHADDR_FALLBACK_MPICH;
-#endif
-
-// Plans are kept by digest: the communicators of a node size share one.
-std::map<uint64_t, std::weak_ptr<const shaddr_plan>> g_plans;
-
-std::shared_ptr<const shaddr_plan> keep_plan(const shaddr_plan &p) {
-  auto &slot = g_plans[p.digest];
-  if (auto kept = slot.lock()) return kept;
-  auto made = std::make_shared<const shaddr_plan>(p);
-  slot = made;
-  return made;
-}
-
-// The sizes a plan sends to the fallback, as a hash: plans of nodes of different sizes or
-// backends may run different algorithms but must agree on these over several nodes.
-uint64_t fallback_digest(const shaddr_plan &p) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
-  };
-  for (const shaddr_plan_table &t : p.tables)
-    for (int i = 0; i < t.nsteps; i++)
-      if (i + 1 == t.nsteps || t.steps[i].use_fallback != t.steps[i + 1].use_fallback)
-        mix(t.steps[i].upto << 1 | (t.steps[i].use_fallback ? 1 : 0));
-  return h;
-}
-
-// Takes libshaddr's plan for s->sc and agrees over s->comm that every rank sends the same sizes
-// to libshaddr: a rank without a node communicator (a node of one rank) takes the plan of the
-// first rank with one; where nodes' plans differ, none (every sized call forwarded).
-void agree_plan(State *s) {
-  shaddr_plan mine{};
-  const shaddr_plan *p = s->sc ? shaddr_comm_plan(s->sc, kFallback) : nullptr;
-  if (p) mine = *p;
-  const uint64_t d = p ? fallback_digest(mine) : 0;
-  // The bitwise or of the digest and of its complement over the ranks with a plan (the others
-  // add zeros): equal digests leave d and ~d, different ones a bit set in both.
-  uint64_t v[3] = {d, p ? ~d : 0, p ? 0u : 1u}, agreed[3];
-  PMPI_Allreduce(v, agreed, 3, MPI_UINT64_T, MPI_BOR, s->comm);
-  s->plan.reset();
-  if (agreed[0] == 0 && agreed[1] == 0) {
-    s->why = "no node communicator has a plan";
-    return;
-  }
-  if (agreed[0] != ~agreed[1]) {
-    if (g_settings.verbose && s->rank == 0)
-      std::fprintf(stderr, "shaddr-interpose: communicator of %d ranks: the nodes' plans send "
-                           "different sizes to libshaddr: every sized call forwarded\n",
-                   s->size);
-    return;
-  }
-  if (agreed[2]) {  // some rank has no plan: it takes the first one's
-    int src = p ? s->rank : s->size, first = 0;
-    PMPI_Allreduce(&src, &first, 1, MPI_INT, MPI_MIN, s->comm);
-    PMPI_Bcast(&mine, sizeof(mine), MPI_BYTE, first, s->comm);
-  }
-  s->plan = keep_plan(mine);
-}
-
-// "bcast: 0-0 mpi, 1-4K slots, ...": the plan (SHADDR_VERBOSE).
-std::string describe_plan(const State &s) {
-  if (!s.plan) return "none: every sized call forwarded";
-  char buf[8192];
-  shaddr_plan_format(s.plan.get(), buf, sizeof(buf));
-  std::string out = buf;
-  if (!out.empty() && out.back() == '\n') out.pop_back();
-  for (size_t at = 0; (at = out.find('\n', at)) != std::string::npos;) out.replace(at, 1, "; ");
-  return out;
-}
-
-// SHADDR_INTERPOSE_FORWARD: the calls named are always forwarded (small(), barrier(), and
-// the v-calls without a size, which check it themselves). 0, or -EINVAL with *why.
-int read_forward(SettingsReader &in, Settings *st, std::string *why) {
-  static const struct {
-    const char *name;
-    shaddr_interpose_call call;
-  } names[] = {
-      {"barrier", SHADDR_IP_BARRIER},     {"bcast", SHADDR_IP_BCAST},
-      {"reduce", SHADDR_IP_REDUCE},       {"allreduce", SHADDR_IP_ALLREDUCE},
-      {"gather", SHADDR_IP_GATHER},       {"gatherv", SHADDR_IP_GATHERV},
-      {"scatter", SHADDR_IP_SCATTER},     {"scatterv", SHADDR_IP_SCATTERV},
-      {"allgather", SHADDR_IP_ALLGATHER}, {"allgatherv", SHADDR_IP_ALLGATHERV},
-      {"alltoall", SHADDR_IP_ALLTOALL},   {"alltoallv", SHADDR_IP_ALLTOALLV},
-  };
-  static_assert(sizeof(names) / sizeof(names[0]) == SHADDR_IP_COUNT,
-                "every intercepted collective has a name");
-  const std::string list = in.text("SHADDR_INTERPOSE_FORWARD", "");
-  size_t at = 0;
-  while (at <= list.size()) {
-    size_t end = list.find(',', at);
-    if (end == std::string::npos) end = list.size();
-    std::string w = list.substr(at, end - at);
-    w.erase(0, w.find_first_not_of(" \t"));
-    w.erase(w.find_last_not_of(" \t") + 1);
-    for (char &ch : w) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    at = end + 1;
-    if (w.empty()) continue;
-    bool known = false;
-    for (const auto &n : names)
-      if (w == n.name || w == "all") {
-        st->forward[n.call] = true;
-        known = true;
-      }
-    if (!known) {
-      *why = "SHADDR_INTERPOSE_FORWARD: unknown call `" + w + "` (barrier, bcast, reduce, "
-             "allreduce, gather, gatherv, scatter, scatterv, allgather, allgatherv, alltoall, "
-             "alltoallv, all)";
-      return -EINVAL;
-    }
-  }
-  return 0;
-}
-
-// The interposer's settings (settings_table.cc), read once. Returns the first error.
-int read_settings(Settings *st, std::string *why) {
-  SettingsReader in;
-  if (int err = read_forward(in, st, why)) return err;
-  st->verbose = shaddr::verbose();
-  st->nodes = static_cast<int>(in.size("SHADDR_NODES", 0));
-  st->segment = in.size("SHADDR_INTERPOSE_SEGMENT", 262144);
-  st->off = !in.flag("SHADDR_INTERPOSE", true);
-  st->fail_every = in.size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
-  st->mesh_max = in.size("SHADDR_INTERPOSE_MESH_MAX", 64);
-  st->verify = in.flag("SHADDR_VERIFY", false);
-  st->verify_inject = in.size("SHADDR_VERIFY_INJECT", 0);
-  st->preload_children = in.flag("SHADDR_PRELOAD_CHILDREN", false);
-  *why = in.why();
-  return in.error();
-}
 
 int world_allgather(const void *send, void *recv, size_t bytes, void *) {
   if (bytes > INT32_MAX) return -EOVERFLOW;
@@ -420,22 +276,6 @@ std::vector<int> group_key(MPI_Comm comm, int size) {
   for (int r : key)
     if (rc != MPI_SUCCESS || r == MPI_UNDEFINED) return {};
   return key;
-}
-
-void save_profile(const State &s, const std::vector<int> &key) {
-  if (key.empty()) return;
-  Profile &p = g_profiles[key];
-  p.usable = s.usable;
-  p.config_error = s.config_error;
-  p.why = s.why;
-  p.plan = s.plan;
-}
-
-void apply_profile(const Profile &p, State *s) {
-  s->usable = p.usable;
-  s->config_error = p.config_error;
-  s->why = p.why;
-  s->plan = p.plan;
 }
 
 // After a set-up: what SHADDR_VERBOSE=1 (or a wrong setting) has to say; @fresh: a new one
@@ -656,13 +496,13 @@ State *state_lookup(MPI_Comm comm) {
   } else {
     // The same answer on every rank: the profiles of a group are made collectively.
     s->key = group_key(comm, s->size);
-    auto it = s->key.empty() ? g_profiles.end() : g_profiles.find(s->key);
-    if (it != g_profiles.end()) {
+    const Profile *known = s->key.empty() ? nullptr : find_profile(s->key);
+    if (known) {
       // The group's answer is known. Where it is usable the set-up is taken or made now, at
       // this first collective of the communicator (the same call on every rank), not at its
       // first call for libshaddr: a count that differs between ranks would send one rank
       // into the set-up's collectives and another into the MPI's call.
-      apply_profile(it->second, s);
+      apply_profile(*known, s);
       if (s->usable) after_build(s, set_up(s, true));
     } else {
       const bool fresh = set_up(s, false);

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,24 +53,12 @@ struct State {
   MPI_Comm mesh_row = MPI_COMM_NULL;  // the leaders of my row, ranked by column
   MPI_Comm mesh_col = MPI_COMM_NULL;  // the leaders of my column, ranked by row
   shaddr_comm_t *sc = nullptr;  // over `node`; nullptr when the node has one rank
-  // libshaddr's plan against this MPI (shaddr_comm_plan), taken when the state is made from
-  // its node communicator, or from the group's profile before any set-up. Over several nodes
-  // every rank's plan sends the same sizes to libshaddr (agree_plan); a rank of a node of one
-  // takes the plan of the first rank with one. Null: every sized call is forwarded.
-  std::shared_ptr<const shaddr_plan> plan;
-  // Whether a call of @coll on @bytes (plan flags @flags) goes to libshaddr: one look at the
-  // plan, after a compare with the smallest size any of @coll's tables sends to libshaddr
-  // (most short calls are forwarded on that alone).
-  bool lib_for(shaddr_coll coll, size_t bytes, unsigned flags = 0) const {
-    if (!plan || bytes < lib_from(coll)) return false;
-    const shaddr_plan_step *st = shaddr_plan_lookup(plan.get(), coll, bytes, flags);
-    return st && !st->use_fallback;
-  }
-  // Whether some size of @coll goes to libshaddr (false: every call of it is forwarded, whatever
-  // its arguments).
-  bool lib_any(shaddr_coll coll) const { return plan && lib_from(coll) != SIZE_MAX; }
-  // The smallest size any table of @coll sends to libshaddr (SIZE_MAX: none).
-  size_t lib_from(shaddr_coll coll) const { return plan ? plan->lib_from[coll] : SIZE_MAX; }
+  // libshaddr's plan against this MPI, as libshaddr keeps it (shaddr_plan_intern: the
+  // interposer keeps no copy): over several nodes every rank's plan sends the same sizes to
+  // libshaddr (agree_plan), and the calls are decided on it (agree.h); a rank of a node of one
+  // takes the plan of the first rank with one. On one node the route reads the node
+  // communicator's own, equal to it. Null: every sized call is forwarded.
+  const shaddr_plan *plan = nullptr;
   Shared *shared = nullptr;  // the set-up this state uses (its handles above are copies)
   std::vector<int> key;      // the group's MPI_COMM_WORLD ranks (empty: not shareable)
   bool freed = false;        // the set-up proper was released (or never existed)
@@ -79,13 +66,10 @@ struct State {
   bool injected = false;   // the last failure was injected
 
   bool leader() const { return node_rank == 0; }
-  // Several (virtual) nodes: calls are agreed over the whole communicator (interpose.cc,
-  // agree_nodes), not by one node's call ledger, and run through the hierarchy.
+  // Several (virtual) nodes: calls are agreed over the whole communicator (agree.h,
+  // agree_nodes), not by one node's call ledger, and run through the hierarchy. On one node
+  // the call ledger of `sc` records every call (agree.h).
   bool multi() const { return nnodes > 1; }
-  // The node communicator whose call ledger records this state's calls (shaddr_call_agree), or
-  // nullptr (not usable, or over several nodes).
-  shaddr_comm_t *ledger() const { return usable && nnodes == 1 ? sc : nullptr; }
-
 };
 
 // Settings (read once at MPI_Init or the first collective).
