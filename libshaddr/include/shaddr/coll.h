@@ -236,9 +236,10 @@ SHADDR_API int shaddr_op_supported(enum shaddr_op op, enum shaddr_dtype type);
 
 /*
  * Selection: whether a collective should run in libshaddr or in the caller's own
- * implementation (the fallback), and which of libshaddr's algorithms would run. The one place
- * that decides; the interposer and the patched MPICH ask it before every call they could hand
- * to libshaddr.
+ * implementation (the fallback), and which of libshaddr's algorithms would run, with the
+ * model's times: the question the plan answers for every size at once (the plan below), asked
+ * for one call, to explain it (shaddr-tune). Callers decide their calls by the plan, through
+ * shaddr_call_route().
  */
 
 /* The implementation a caller runs when it does not call libshaddr, whose measured cost the
@@ -313,8 +314,9 @@ SHADDR_API const char *shaddr_algo_name(enum shaddr_algo algo);
  * model (calibrated on this machine where a calibration exists), the collectives' own rules and
  * the user's SHADDR_MIN_<COLL> settings, all agreed when the communicator is created, so the
  * plan is identical on every rank. It is the only policy: libshaddr's collectives run the
- * algorithm it names, and a caller with a fallback (the interposer, the patched MPICH) does one
- * lookup per call and runs its own collective where the step says so.
+ * algorithm it names, and a caller with a fallback (the interposer, the patched MPICH) routes
+ * each call by it (shaddr_call_route() below) and runs its own collective where the step says
+ * so.
  */
 
 /* Variants of a collective's plan: flags of shaddr_plan_lookup(). */
