@@ -2,10 +2,12 @@
 // The PMPI interposer: MPI's collectives on intra-communicators go through libshaddr (one
 // node) or the node/leader hierarchy (several nodes); everything else goes to PMPI_* unchanged.
 //
-// Every decision to forward is taken from values that are the same on every rank of the
-// communicator (the communicator's state, byte counts that MPI requires to match, root, and
-// for reductions the datatype and op), so all ranks take the same path. Datatypes that are not
-// contiguous are packed per rank; that is a local choice that changes nothing for the others.
+// This file holds the adapters: each MPI call's eligibility, its byte views (views.h) and the
+// libshaddr or hierarchy call. Every decision to forward is taken from values that are the
+// same on every rank of the communicator (the communicator's state, byte counts that MPI
+// requires to match, root, and for reductions the datatype and op), by libshaddr's per-call
+// entry (agree.h), so all ranks take the same path. Datatypes that are not contiguous are
+// packed per rank; that is a local choice that changes nothing for the others.
 // libshaddr reports a failure on every rank of a node alike; one node then redoes the call (or
 // its phase of it) with PMPI_*, from inputs kept intact, so no rank returns wrong data.
 #include <dlfcn.h>
@@ -25,6 +27,7 @@
 #include "state.h"
 #include "types.h"
 #include "verify.h"
+#include "views.h"
 #include "next_mpi.h"  // last: PMPI_* below are the MPI's own
 
 using namespace shaddr::interpose;
@@ -89,81 +92,6 @@ int hier_done(const State &s, Call &c, int rc, const bool *fell_back_p) {
     count_accel(c.which, s);
   return rc;
 }
-
-// A saved copy of bytes that an in-place call reads as input and a failed attempt may have
-// overwritten (restored before the PMPI_* rerun).
-struct Backup {
-  std::vector<char> data;
-  char *where = nullptr;
-  void save(char *p, size_t n) {
-    where = p;
-    data.assign(p, p + n);
-  }
-  void restore() {
-    if (where && !data.empty()) std::memcpy(where, data.data(), data.size());
-  }
-};
-
-// A v-layout (counts[i] elements of t at displs[i] * extent) as byte counts/displacements
-// into a contiguous area: the user's buffer when t is contiguous, else a packed copy.
-struct VView {
-  std::vector<size_t> bytes, displs;
-  char *user = nullptr;
-  char *base = nullptr;
-  bool packed = false;
-  std::vector<char> tmp;
-  TypeInfo ti;
-  MPI_Datatype t = MPI_DATATYPE_NULL;
-  std::vector<MPI_Count> counts, udispls;
-
-  // MPI_ERR_BUFFER for data at address 0, as View::init().
-  int init(const void *buf, const int *cnt, const int *dsp, int n, MPI_Datatype type,
-           const TypeInfo &info) {
-    user = static_cast<char *>(const_cast<void *>(buf));
-    ti = info;
-    t = type;
-    packed = !ti.contiguous(2);  // in type-map order: one run, consecutive elements adjacent
-    for (int i = 0; i < n; i++) packed = packed || dsp[i] < 0;  // byte offsets stay unsigned
-    bytes.resize(n);
-    displs.resize(n);
-    counts.assign(cnt, cnt + n);
-    udispls.assign(dsp, dsp + n);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) {
-      bytes[i] = static_cast<size_t>(counts[i] * ti.size);
-      displs[i] = packed ? total : static_cast<size_t>(udispls[i] * ti.extent);
-      total += bytes[i];
-    }
-    if (total && !at(user, ti.true_lb)) return MPI_ERR_BUFFER;
-    if (packed) {
-      tmp.resize(total ? total : 1);
-      base = tmp.data();
-    } else {
-      base = at(user, ti.true_lb);
-    }
-    return MPI_SUCCESS;
-  }
-  int pack_block(int i) {
-    if (!packed || !bytes[i]) return MPI_SUCCESS;
-    return pack(user + udispls[i] * ti.extent, counts[i], t, ti.extent, ti.size,
-                base + displs[i]);
-  }
-  int unpack_block(int i) {
-    if (!packed || !bytes[i]) return MPI_SUCCESS;
-    return unpack(base + displs[i], counts[i], t, ti.extent, ti.size,
-                  user + udispls[i] * ti.extent);
-  }
-  int pack_all() {
-    for (size_t i = 0; i < bytes.size(); i++)
-      if (int rc = pack_block(static_cast<int>(i))) return rc;
-    return MPI_SUCCESS;
-  }
-  int unpack_all() {
-    for (size_t i = 0; i < bytes.size(); i++)
-      if (int rc = unpack_block(static_cast<int>(i))) return rc;
-    return MPI_SUCCESS;
-  }
-};
 
 bool bad_root(const State &s, int root) { return root < 0 || root >= s.size; }
 

@@ -8,6 +8,7 @@
 
 #include "fortran_types.h"
 #include "shaddr/mpi_glue.h"
+#include "views.h"
 
 namespace shaddr::interpose {
 namespace {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // MPI datatypes and ops as libshaddr sees them: byte ranges (packing what is not contiguous)
-// and enum shaddr_dtype / enum shaddr_op for the predefined ones.
+// and enum shaddr_dtype / enum shaddr_op for the predefined ones. The byte views made from a
+// call's buffers are in views.h.
 #pragma once
 
 #include <mpi.h>
@@ -100,50 +101,5 @@ int pack(const char *user, MPI_Count count, MPI_Datatype t, MPI_Count extent, MP
          char *dst);
 int unpack(const char *src, MPI_Count count, MPI_Datatype t, MPI_Count extent, MPI_Count tsize,
            char *user);
-
-// A contiguous byte view of (buf, count, type) on this rank: the user's memory when the type is
-// contiguous, else a packed copy (in() packs, out() unpacks after the collective).
-class View {
- public:
-  View() = default;
-  // @buf may be nullptr (MPI_BOTTOM) but not MPI_IN_PLACE (the caller handles that); @count
-  // elements. MPI_ERR_BUFFER for data at address 0 (a null buffer whose type does not move the
-  // data away from it): erroneous, and libshaddr would refuse it on this rank alone.
-  int init(const void *buf, MPI_Count count, MPI_Datatype t, const TypeInfo &ti) {
-    user_ = static_cast<char *>(const_cast<void *>(buf));
-    count_ = count;
-    type_ = t;
-    tsize_ = ti.size;
-    extent_ = ti.extent;
-    bytes_ = static_cast<size_t>(count * ti.size);
-    if (bytes_ && !at(buf, ti.true_lb)) return MPI_ERR_BUFFER;
-    packed_ = !ti.contiguous(count);
-    if (packed_) return init_packed();
-    ptr_ = at(buf, ti.true_lb);
-    return MPI_SUCCESS;
-  }
-  char *data() { return ptr_; }
-  size_t bytes() const { return bytes_; }
-  // user buffer -> view (no-op when contiguous)
-  int pack_in() {
-    return packed_ && bytes_ ? pack(user_, count_, type_, extent_, tsize_, ptr_) : MPI_SUCCESS;
-  }
-  // view -> user buffer (no-op when contiguous)
-  int unpack_out() {
-    return packed_ && bytes_ ? unpack(ptr_, count_, type_, extent_, tsize_, user_) : MPI_SUCCESS;
-  }
-
- private:
-  int init_packed();  // the packed copy's memory (types.cc)
-  char *user_ = nullptr;
-  MPI_Count count_ = 0;
-  MPI_Datatype type_ = MPI_DATATYPE_NULL;
-  MPI_Count tsize_ = 0;
-  MPI_Count extent_ = 0;
-  char *ptr_ = nullptr;
-  size_t bytes_ = 0;
-  bool packed_ = false;
-  std::vector<char> tmp_;
-};
 
 }  // namespace shaddr::interpose
