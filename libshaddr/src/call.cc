@@ -52,6 +52,22 @@ uint64_t token(const shaddr_call &call) {
   return t == kCallForwarded ? 1 : t;
 }
 
+// shaddr_call_route() past its common case: the lookup, and the record of any call.
+[[gnu::noinline]] int route(Comm &c, const shaddr_plan &p, shaddr_call *call) {
+  const int r = decide(p, call);
+  // Every rank decides a Barrier alike (it has no arguments): nothing to record.
+  if (call->coll == SHADDR_COLL_BARRIER) return r;
+  if (r == SHADDR_ROUTE_FALLBACK) {
+    c.forward_call();
+    return r;
+  }
+  // The v-calls run their own choice (Allgatherv by its largest block): nothing to hand down.
+  if (call->step && !(call->flags & SHADDR_CALL_V))
+    c.hand_down(call->step, call->coll, call->bytes, plan_table(call->coll, call->flags));
+  if (!(call->flags & SHADDR_CALL_PREPARE)) c.announce_pending(token(*call));
+  return r;
+}
+
 // Plans kept for callers that hold no node communicator (shaddr_plan_intern): few (one per node
 // size and fallback), kept until the process exits.
 std::mutex g_interned_lock;
@@ -71,18 +87,18 @@ SHADDR_API int shaddr_call_route(shaddr_comm_t *comm, enum shaddr_fallback fallb
   if (!comm || !call || f < 0 || f >= SHADDR_FALLBACK_COUNT || !shaddr::valid(call))
     return -EINVAL;
   Comm &c = *shaddr::from_handle(comm);
-  const int r = shaddr::decide(c.plan(fallback), call);
-  // Every rank decides a Barrier alike (it has no arguments): nothing to record.
-  if (call->coll == SHADDR_COLL_BARRIER) return r;
-  if (r == SHADDR_ROUTE_FALLBACK) {
+  const shaddr_plan &p = c.plan(fallback);
+  // The common call first: a short one the plan gives the caller, forwarded on one compare (a
+  // plan that could not be built has lib_from 0 and goes the long way).
+  const size_t lib_from = p.lib_from[call->coll];
+  if (call->bytes < lib_from && !(call->flags & (SHADDR_CALL_FALLBACK | SHADDR_CALL_UNSIZED)) &&
+      call->coll != SHADDR_COLL_BARRIER) {
+    call->step = nullptr;
+    call->lib_any = lib_from != SIZE_MAX;
     c.forward_call();
-    return r;
+    return SHADDR_ROUTE_FALLBACK;
   }
-  // The v-calls run their own choice (Allgatherv by its largest block): nothing to hand down.
-  if (call->step && !(call->flags & SHADDR_CALL_V))
-    c.hand_down(call->step, call->coll, call->bytes, shaddr::plan_table(call->coll, call->flags));
-  if (!(call->flags & SHADDR_CALL_PREPARE)) c.announce_pending(shaddr::token(*call));
-  return r;
+  return shaddr::route(c, p, call);
 }
 
 SHADDR_API int shaddr_call_commit(shaddr_comm_t *comm, const struct shaddr_call *call, int ready) {
