@@ -92,8 +92,9 @@ std::shared_ptr<const shaddr_plan> keep_plan(const shaddr_plan &p) {
   return made;
 }
 
-// The sizes a plan sends to the fallback, as a hash: plans of nodes of different sizes or
-// backends may run different algorithms but must agree on these over several nodes.
+// The sizes a plan sends to the fallback, and its hierarchy's limits, as a hash: plans of
+// nodes of different sizes or backends may run different algorithms but must agree on these
+// over several nodes.
 uint64_t fallback_digest(const shaddr_plan &p) {
   uint64_t h = 14695981039346656037ull;
   auto mix = [&h](uint64_t v) {
@@ -103,6 +104,8 @@ uint64_t fallback_digest(const shaddr_plan &p) {
     for (int i = 0; i < t.nsteps; i++)
       if (i + 1 == t.nsteps || t.steps[i].use_fallback != t.steps[i + 1].use_fallback)
         mix(t.steps[i].upto << 1 | (t.steps[i].use_fallback ? 1 : 0));
+  mix(p.limits.hier_segment);
+  mix(p.limits.hier_mesh_max);
   return h;
 }
 
@@ -198,10 +201,8 @@ int read_settings(Settings *st, std::string *why) {
   if (int err = read_forward(in, st, why)) return err;
   st->verbose = shaddr::verbose();
   st->nodes = static_cast<int>(in.size("SHADDR_NODES", 0));
-  st->segment = in.size("SHADDR_INTERPOSE_SEGMENT", 262144);
   st->off = !in.flag("SHADDR_INTERPOSE", true);
   st->fail_every = in.size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
-  st->mesh_max = in.size("SHADDR_INTERPOSE_MESH_MAX", 64);
   st->verify = in.flag("SHADDR_VERIFY", false);
   st->verify_inject = in.size("SHADDR_VERIFY_INJECT", 0);
   st->preload_children = in.flag("SHADDR_PRELOAD_CHILDREN", false);
