@@ -28,7 +28,8 @@ constexpr const char *kStatsDir = "/sys/class/misc/" SHADDR_DEVICE_NAME "/stats"
 
 void usage(FILE *out) {
   std::fprintf(out,
-               "Usage: shaddr-info [--help] [--settings[=markdown]] [--calibration-path] [--model]\n"
+               "Usage: shaddr-info [--help] [--settings[=markdown]] [--calibration-path]\n"
+               "                   [--model]\n"
                "       shaddr-info --topology [FILE.xml] [--cpus LIST]\n"
                "Prints the shaddr kernel module's ABI version and features (from the\n"
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"

@@ -280,8 +280,8 @@ def report(doc, out_dir):
                  "guest: ratios within the one guest run")
         md += goals_text(vm["contenders"], vm["copy_limit"], n, where)
         md += goals_md(against_shaddr_off(vm["contenders"], where, vm.get("confirmation")))
-        md += goals_text(vm["contenders"], vm["copy_limit"], n, where + ", any shaddr configuration",
-                    side=is_shaddr)
+        md += goals_text(vm["contenders"], vm["copy_limit"], n,
+                         where + ", any shaddr configuration", side=is_shaddr)
     md += commcost.section_md(doc.get("comm_cost"))
     md += fortran.section_md(doc.get("fortran"))
     md += ["## The limit: memory copy on this machine (same run)\n",

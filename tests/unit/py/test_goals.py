@@ -166,7 +166,8 @@ def test_a_default_that_did_not_run_is_not_judged():
     r["mpich-patched-auto"]["reason"] = "main pass: exit 1"
     md = goals.against_shaddr_off(r, "host")
     # mpich-patched-heap did not run either, while its partner did.
-    assert md[0].verdict == "met where judged; not judged for mpich-patched-auto, mpich-patched-heap"
+    assert md[0].verdict == ("met where judged; not judged for mpich-patched-auto, "
+                             "mpich-patched-heap")
     assert md[0].met is True
     rows = {x[0]: x for x in table(md, "**Never slower")}
     assert rows["mpich-patched-auto"][-1] == "not judged"
