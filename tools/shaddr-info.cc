@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // shaddr-info: what the loaded shaddr module reports — ABI version, features, counters; and
 // (--settings) every setting as libshaddr declares it; (--calibration-path) where this machine's
-// calibration is read from; (--topology) the machine's or an hwloc XML file's levels and how
-// they group ranks.
+// calibration is read from; (--model) what libshaddr's cost model reads here, as JSON;
+// (--topology) the machine's or an hwloc XML file's levels and how they group ranks.
 #include <getopt.h>
 #include <linux/shaddr.h>
 
@@ -18,6 +18,8 @@
 #include "shaddr/coll.h"
 #include "shaddr/settings.h"
 #include "shaddr/shaddr.h"
+#include "select.h"
+#include "settings.h"
 #include "topology.h"
 
 namespace {
@@ -27,6 +29,7 @@ constexpr const char *kStatsDir = "/sys/class/misc/" SHADDR_DEVICE_NAME "/stats"
 void usage(FILE *out) {
   std::fprintf(out,
                "Usage: shaddr-info [--help] [--settings[=markdown]] [--calibration-path]\n"
+               "                   [--model]\n"
                "       shaddr-info --topology [FILE.xml] [--cpus LIST]\n"
                "Prints the shaddr kernel module's ABI version and features (from the\n"
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"
@@ -35,6 +38,10 @@ void usage(FILE *out) {
                "the value this environment gives it; =markdown: docs/settings.md's table.\n"
                "--calibration-path: the file libshaddr reads this machine's calibration from\n"
                "(`off` when $SHADDR_CALIBRATION is off); tools/shaddr-model calibrate writes it.\n"
+               "--model: what libshaddr's cost model reads in this environment, as one JSON\n"
+               "object: {\"calibration\": {\"path\", \"read\", \"date\"}, \"tuning_file\",\n"
+               "\"error\"}; exit status 1 when the model cannot be read (a communicator would\n"
+               "not be made).\n"
                "--topology: this machine's packages, NUMA nodes and shared caches (hwloc, else\n"
                "sysfs), or those of an hwloc XML FILE (lstopo's output), where this process\n"
                "runs, and with --cpus LIST (\"0-23,48\") how ranks bound one to each CPU of\n"
@@ -117,8 +124,7 @@ int print_settings(bool markdown) {
 
 // The calibration's path as libshaddr forms it, so that tools never derive the machine key.
 int print_calibration_path() {
-  const char *env = std::getenv("SHADDR_CALIBRATION");
-  if (env && !std::strcmp(env, "off")) {
+  if (shaddr::SettingsReader().text("SHADDR_CALIBRATION", "") == "off") {
     std::printf("off\n");
     return 0;
   }
@@ -135,6 +141,43 @@ int print_calibration_path() {
   path.resize(static_cast<size_t>(n));
   std::printf("%s\n", path.c_str());
   return 0;
+}
+
+// @s as a JSON string.
+std::string json(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", ch);
+      out += esc;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_or_null(const std::string &s) { return s.empty() ? "null" : json(s); }
+
+// What a node communicator made here would load as its cost model (select.h): which
+// calibration it reads, of when, and the tuning file; tools read this, not libshaddr's
+// SHADDR_VERBOSE prose.
+int print_model() {
+  shaddr::CostModel m;
+  std::string why;
+  const int err = m.load(&why);
+  const std::string path = shaddr::calibration_path();
+  const std::string tuning = shaddr::SettingsReader().text("SHADDR_TUNING_FILE", "");
+  std::printf("{\"calibration\": {\"path\": %s, \"read\": %s, \"date\": %s}, "
+              "\"tuning_file\": %s, \"error\": %s}\n",
+              json_or_null(path).c_str(), !err && !m.calibration().empty() ? "true" : "false",
+              json_or_null(err ? "" : m.calibration_date()).c_str(), json_or_null(tuning).c_str(),
+              err ? json(why).c_str() : "null");
+  return err ? 1 : 0;
 }
 
 std::string bytes_text(uint64_t b) {
@@ -249,6 +292,7 @@ int main(int argc, char **argv) {
   // --settings[=markdown]: the settings table, as text or as the docs' Markdown.
   static const option kLong[] = {{"settings", optional_argument, nullptr, 's'},
                                  {"calibration-path", no_argument, nullptr, 'c'},
+                                 {"model", no_argument, nullptr, 'm'},
                                  {"topology", no_argument, nullptr, 't'},
                                  {"cpus", required_argument, nullptr, 'p'},
                                  {"help", no_argument, nullptr, 'h'},
@@ -266,6 +310,7 @@ int main(int argc, char **argv) {
       continue;
     }
     if (c == 'c') return print_calibration_path();
+    if (c == 'm') return print_model();
     if (c == 's' && !optarg) return print_settings(false);
     if (c == 's' && !std::strcmp(optarg, "markdown")) return print_settings(true);
     if (c == 's') std::fprintf(stderr, "shaddr-info: --settings=%s: not markdown\n", optarg);

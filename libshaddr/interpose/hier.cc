@@ -41,9 +41,10 @@ struct Pipeline {
   size_t seg = 0;  // bytes, a multiple of the element size
   size_t done = 0;
 
-  // A bounded number of outstanding requests; every piece's count fits an int.
-  Pipeline(size_t bytes, size_t elem) {
-    seg = std::max(settings().segment, (bytes + 1023) / 1024);
+  // Pieces of the plan's size (SHADDR_INTERPOSE_SEGMENT); a bounded number of outstanding
+  // requests; every piece's count fits an int.
+  Pipeline(const State &s, size_t bytes, size_t elem) {
+    seg = std::max(s.plan->limits.hier_segment, (bytes + 1023) / 1024);
     seg = std::min<size_t>(seg, size_t{1} << 30);
     seg = std::max(seg / elem, size_t{1}) * elem;
   }
@@ -120,7 +121,7 @@ int hier_barrier(State &s, bool *fb) {
 
 int hier_bcast(State &s, char *buf, size_t bytes, int root, bool *fb) {
   const int rn = s.node_of[root];
-  Pipeline p(bytes, 1);
+  Pipeline p(s, bytes, 1);
   if (s.my_node == rn) {
     // The root's node first, from the root itself; then its leader feeds the other leaders.
     if (int rc = node_bcast(s, buf, bytes, s.local_of[root], fb)) return rc;
@@ -157,7 +158,7 @@ int hier_reduce(State &s, const void *in, void *out, int count, MPI_Datatype t, 
   // with its node reduce, so out may alias in).
   if (root < 0) {
     const size_t elem = static_cast<size_t>(shaddr_dtype_size(dt));
-    Pipeline p(bytes, elem);
+    Pipeline p(s, bytes, elem);
     if (s.leader())
       if (int rc = p.post_allreduce(nres.data(), static_cast<char *>(out), bytes, elem, t, op,
                                     s.leaders))
@@ -361,7 +362,7 @@ int hier_alltoall(State &s, const char *in, size_t bytes, char *out, bool *fb) {
           std::memcpy(p, g + j * row + static_cast<size_t>(dst) * bytes, bytes);
           p += bytes;
         }
-    if (s.mesh_cols && bytes <= settings().mesh_max) {
+    if (s.mesh_cols && bytes <= s.plan->limits.hier_mesh_max) {
       if (int rc = mesh_exchange(s, sbuf.data(), sdispl, rbuf.data(), rdispl, bytes)) return rc;
       count_mesh();
     } else if (int rc = PMPI_Alltoallv(sbuf.data(), scount.data(), sdispl.data(), MPI_BYTE,

@@ -77,9 +77,6 @@ struct Settings {
   bool verbose = false;
   int nodes = 0;               // SHADDR_NODES: virtual nodes per physical node (0/1: off)
   bool forward[SHADDR_IP_COUNT] = {};  // SHADDR_INTERPOSE_FORWARD: always PMPI_*
-  size_t segment = 262144;     // SHADDR_INTERPOSE_SEGMENT: leaders' pipelined Bcast piece
-  size_t mesh_max = 64;        // SHADDR_INTERPOSE_MESH_MAX: Alltoall blocks up to this many
-                               // bytes go through the leaders' 2D virtual mesh
   bool off = false;            // SHADDR_INTERPOSE=0
   uint64_t fail_every = 0;     // SHADDR_INTERPOSE_FAIL_EVERY: testing aid, see inject_fault
   bool verify = false;         // SHADDR_VERIFY=1: check every collective (verify.h)

@@ -14,14 +14,17 @@ namespace {
 
 std::map<std::vector<int>, Profile> g_profiles;
 
-// The sizes a plan sends to the fallback, as a hash: plans of nodes of different sizes or
-// backends may run different algorithms but must agree on these over several nodes.
+// The sizes a plan sends to the fallback, and its hierarchy's limits, as a hash: plans of
+// nodes of different sizes or backends may run different algorithms but must agree on these
+// over several nodes.
 uint64_t fallback_digest(const shaddr_plan &p) {
   uint64_t h = shaddr::kHashSeed;
   for (const shaddr_plan_table &t : p.tables)
     for (int i = 0; i < t.nsteps; i++)
       if (i + 1 == t.nsteps || t.steps[i].use_fallback != t.steps[i + 1].use_fallback)
         h = shaddr::hash_mix(h, t.steps[i].upto << 1 | (t.steps[i].use_fallback ? 1 : 0));
+  h = shaddr::hash_mix(h, p.limits.hier_segment);
+  h = shaddr::hash_mix(h, p.limits.hier_mesh_max);
   return h;
 }
 

@@ -59,10 +59,8 @@ int read_settings(Settings *st, std::string *why) {
   if (int err = read_forward(in, st, why)) return err;
   st->verbose = shaddr::verbose();
   st->nodes = static_cast<int>(in.size("SHADDR_NODES", 0));
-  st->segment = in.size("SHADDR_INTERPOSE_SEGMENT", 262144);
   st->off = !in.flag("SHADDR_INTERPOSE", true);
   st->fail_every = in.size("SHADDR_INTERPOSE_FAIL_EVERY", 0);
-  st->mesh_max = in.size("SHADDR_INTERPOSE_MESH_MAX", 64);
   st->verify = in.flag("SHADDR_VERIFY", false);
   st->verify_inject = in.size("SHADDR_VERIFY_INJECT", 0);
   st->preload_children = in.flag("SHADDR_PRELOAD_CHILDREN", false);

@@ -16,7 +16,6 @@
 #include <fstream>
 #include <new>
 
-#include "../heap/heap.h"
 #include "coll_rules.h"
 #include "error.h"
 #include "settings.h"
@@ -100,6 +99,8 @@ Tuning Tuning::from_env(int nranks) {
     t.min_bytes[coll] = t.min_set[coll] ? in.size(name.c_str(), all) : 0;
   }
   t.plan_margin_pct = static_cast<int>(in.size("SHADDR_PLAN_MARGIN", 10));
+  t.hier_segment = in.size("SHADDR_INTERPOSE_SEGMENT", 256u << 10);
+  t.hier_mesh_max = in.size("SHADDR_INTERPOSE_MESH_MAX", 64);
   t.fail_inject = in.size("SHADDR_FAIL_INJECT", 0);
   t.fail_inject_rank =
       in.is_set("SHADDR_FAIL_INJECT_RANK")
@@ -121,32 +122,16 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   c->tuning_ = Tuning::from_env(host.size);
   if (int err = agree_model(host, &c->model_, why)) return err;
   NodeBlockConfig cfg;
-  if (c->tuning_.slot_max > cfg.reduce_slot_bytes) c->tuning_.slot_max = cfg.reduce_slot_bytes;
   // Like SHADDR_BACKEND, SHADDR_WAIT is the same on every rank: a bad value fails everywhere.
   if (int err = WaitPolicy::from_env(host.size, &cfg.wait, why)) return err;
   if (int err = select_backend(host, &c->backend_, &c->reason_)) {
     *why = c->reason_;
     return err;
   }
-  // Copy-only backends pay a system call per read: on cma the FIFO's two copies win up to
-  // 256 KiB. Under the heap layer the FIFO stops just below SHADDR_HEAP_MIN's default: from
-  // there buffers are malloc'd in the heap and readers copy straight from its mapping, faster
-  // than the FIFO (docs/defaults.md). A root buffer outside the heap then costs cma's read
-  // (heap+cma) or is staged whole before the readers copy it (heap+shm, where the FIFO would
-  // otherwise take every size: bcast_fifo_always).
-  const BackendKind kind = c->backend_->kind();
-  const bool on_heap = c->backend_->heap_stats() != nullptr &&
-                       (kind == BackendKind::kCma || kind == BackendKind::kShm);
-  if (!c->tuning_.bcast_fifo_configured) {
-    if (kind == BackendKind::kCma && !on_heap) c->tuning_.bcast_fifo_max = 256u << 10;
-    if (on_heap) c->tuning_.bcast_fifo_max = heap::kDefaultMinSize - 1;
-  }
-  // The slots, too, stop below the heap's malloc threshold: from there reading a peer's buffer
-  // through the heap's mapping beats two copies through the slots (docs/defaults.md).
-  if (!c->tuning_.slot_max_configured && on_heap)
-    c->tuning_.slot_max = std::min(c->tuning_.slot_max, heap::kDefaultMinSize - 1);
   if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
-  if (!c->plan(SHADDR_FALLBACK_NONE).ranks) {
+  // The plan decides the rest, the limits the rules turn at on this backend included.
+  const shaddr_plan &plan = c->plan(SHADDR_FALLBACK_NONE);
+  if (!plan.ranks) {
     *why = "libshaddr's plan could not be built for this node (SHADDR_VERBOSE=1 says why)";
     return -EINVAL;
   }
@@ -163,7 +148,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
                  "chunk %zu B, reduce unit %zu B, Bcast FIFO up to %zu B, slots up to "
                  "%zu B; waits: %s\n",
                  host.size, c->reason_.c_str(), c->block_->how(), c->tuning_.chunk,
-                 c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_max,
+                 c->tuning_.reduce_unit, plan.limits.bcast_fifo_max, plan.limits.slot_max,
                  cfg.wait.why);
   if (verbose() && host.rank == 0 && !c->model_.calibration().empty())
     std::fprintf(stderr, "shaddr: calibration %s (%s)\n", c->model_.calibration().c_str(),

@@ -35,9 +35,10 @@
 
 namespace shaddr {
 
-// Sizes that decide algorithms. Defaults from the machine's caches, the node size and the backend
-// (Tuning::from_env and Comm::create, comm.cc; why: docs/defaults.md); every one can be set with
-// a SHADDR_* variable (docs/settings.md).
+// Sizes that decide algorithms, as the settings give them (Tuning::from_env, comm.cc; defaults
+// from the machine's caches and the node size; why: docs/defaults.md); every one can be set with
+// a SHADDR_* variable (docs/settings.md). The limits the rules turn at are the plan's
+// (shaddr_plan_limits, plan.cc), which takes the backend's defaults where these are not set.
 struct Tuning {
   size_t bcast_fifo_max;   // SHADDR_BCAST_FIFO_MAX: Bcast at most this big goes through the FIFO
   size_t chunk;            // SHADDR_CHUNK: copy unit of pipelined transfers (cache-sized)
@@ -56,6 +57,10 @@ struct Tuning {
   // SHADDR_PLAN_MARGIN: how much faster (percent) the model must have libshaddr for the plan
   // to choose it over the caller's collective (and whether narrow ranges are smoothed away).
   int plan_margin_pct;
+  // SHADDR_INTERPOSE_SEGMENT, SHADDR_INTERPOSE_MESH_MAX: the interposer's hierarchy across
+  // nodes, in its plans (agreed over the job when the interposer starts).
+  size_t hier_segment;
+  size_t hier_mesh_max;
   uint64_t fail_inject;        // SHADDR_FAIL_INJECT: the n-th fallible step fails (0: off)
   int fail_inject_rank;        // SHADDR_FAIL_INJECT_RANK: only on this rank (-1: every rank)
   size_t l1, l2, l3;       // cache sizes found (0 if unknown)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The plan: building it from the collectives' rules (coll_rules.h), the user's SHADDR_MIN
-// settings and the cost model (select.h), looking a call up in it, and its C entry points
-// (the per-call entry that routes a call by it is call.cc).
+// The plan: building it from the collectives' rules (coll_rules.h), the settings agreed when
+// the communicator was made (the limits the rules turn at, the user's SHADDR_MIN, the
+// hierarchy's across nodes), the backend and the cost model (select.h), looking a call up in
+// it, and its C entry points (the per-call entry that routes a call by it is call.cc).
 #include "plan.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../heap/heap.h"
 #include "coll_rules.h"
 #include "comm.h"
 #include "error.h"
@@ -30,10 +32,40 @@ shaddr_coll table_coll(int table) {
   return static_cast<shaddr_coll>(table);
 }
 
-// The collectives' rules, in the order they apply them: libshaddr's algorithm for a call of
-// @bytes (one rank's block where the collective has blocks) in table @table.
-shaddr_algo rule_algorithm(const Comm &c, int table, size_t bytes) {
+// The limits the plan decides from the settings as agreed, the node and the backend.
+shaddr_plan_limits plan_limits(const Comm &c, shaddr_fallback fallback) {
   const Tuning &t = c.tuning();
+  const Backend &be = c.backend();
+  shaddr_plan_limits l{};
+  l.slot_max = std::min<size_t>(t.slot_max, NodeBlockConfig{}.reduce_slot_bytes);
+  l.bcast_fifo_max = t.bcast_fifo_max;
+  // Copy-only backends pay a system call per read: on cma the FIFO's two copies win up to
+  // 256 KiB. Under the heap layer the FIFO and the slots stop just below SHADDR_HEAP_MIN's
+  // default: from there buffers are malloc'd in the heap and readers copy straight from its
+  // mapping, faster than two copies (docs/defaults.md). A root buffer outside the heap then
+  // costs cma's read (heap+cma) or is staged whole before the readers copy it (heap+shm, where
+  // the FIFO would otherwise take every size: bcast_fifo_always).
+  const BackendKind kind = be.kind();
+  const bool on_heap = be.heap_stats() != nullptr &&
+                       (kind == BackendKind::kCma || kind == BackendKind::kShm);
+  if (!t.bcast_fifo_configured) {
+    if (kind == BackendKind::kCma && !on_heap) l.bcast_fifo_max = 256u << 10;
+    if (on_heap) l.bcast_fifo_max = heap::kDefaultMinSize - 1;
+  }
+  if (!t.slot_max_configured && on_heap)
+    l.slot_max = std::min(l.slot_max, heap::kDefaultMinSize - 1);
+  // The hierarchy across nodes is the interposer's, whose fallbacks these are.
+  if (fallback == SHADDR_FALLBACK_MPICH || fallback == SHADDR_FALLBACK_OPENMPI) {
+    l.hier_segment = t.hier_segment;
+    l.hier_mesh_max = t.hier_mesh_max;
+  }
+  return l;
+}
+
+// The collectives' rules, in the order they apply them: libshaddr's algorithm for a call of
+// @bytes (one rank's block where the collective has blocks) in table @table, where the rules
+// turn at @t's sizes (the plan's limits).
+shaddr_algo rule_algorithm(const Comm &c, const Tuning &t, int table, size_t bytes) {
   const Backend &be = c.backend();
   const int n = c.size();
   const shaddr_coll coll = table_coll(table);
@@ -80,11 +112,17 @@ struct Decision {
 
 class Builder {
  public:
-  Builder(const Comm &c, shaddr_fallback fallback) : c_(c), fallback_(fallback) {}
+  Builder(const Comm &c, shaddr_fallback fallback)
+      : c_(c), fallback_(fallback), limits_(plan_limits(c, fallback)), rules_(c.tuning()) {
+    rules_.slot_max = limits_.slot_max;
+    rules_.bcast_fifo_max = limits_.bcast_fifo_max;
+  }
+
+  const shaddr_plan_limits &limits() const { return limits_; }
 
   Decision decide(int table, size_t bytes) const {
     const shaddr_coll coll = table_coll(table);
-    Decision d{rule_algorithm(c_, table, bytes), false};
+    Decision d{rule_algorithm(c_, rules_, table, bytes), false};
     if (fallback_ == SHADDR_FALLBACK_NONE) return d;
     // Nothing to move: the caller's own collective does what MPI asks of an empty call.
     if (bytes == 0 && coll != SHADDR_COLL_BARRIER) {
@@ -132,7 +170,7 @@ class Builder {
       }
       v.push_back(k == 63 ? SIZE_MAX : (lo << 1) - 1);
     }
-    const Tuning &t = c_.tuning();
+    const Tuning &t = rules_;
     const size_t n = static_cast<size_t>(c_.size());
     for (size_t x : {t.slot_max, t.slot_max / std::max<size_t>(n, 1), t.bcast_fifo_max,
                      t.bcast_streams_min, kReduceDirectMax,
@@ -221,6 +259,8 @@ class Builder {
 
   const Comm &c_;
   shaddr_fallback fallback_;
+  shaddr_plan_limits limits_;
+  Tuning rules_;  // the settings as agreed, with the limits in force
 };
 
 uint64_t digest(const shaddr_plan &p) {
@@ -233,6 +273,9 @@ uint64_t digest(const shaddr_plan &p) {
       h = hash_mix(h, static_cast<uint64_t>(t.steps[i].algo) << 1 | (t.steps[i].use_fallback ? 1 : 0));
     }
   }
+  for (size_t v : {p.limits.slot_max, p.limits.bcast_fifo_max, p.limits.hier_segment,
+                   p.limits.hier_mesh_max})
+    h = hash_mix(h, v);
   return h;
 }
 
@@ -266,6 +309,7 @@ void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
     return;
   }
   out->ranks = c.size();
+  out->limits = b.limits();
   out->digest = digest(*out);
   // What a caller's per-call test reads first: the first step of each table that is not the
   // caller's, over the collective's variants.
@@ -353,6 +397,13 @@ SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, siz
     }
     out += "\n";
   }
+  const shaddr_plan_limits &l = plan->limits;
+  out += "limits: slot_max " + shaddr::size_text(l.slot_max) + ", bcast_fifo_max " +
+         shaddr::size_text(l.bcast_fifo_max);
+  if (l.hier_segment)
+    out += ", hier_segment " + shaddr::size_text(l.hier_segment) + ", hier_mesh_max " +
+           shaddr::size_text(l.hier_mesh_max);
+  out += "\n";
   return std::snprintf(buf, len, "%s", out.c_str());
 }
 

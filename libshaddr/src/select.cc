@@ -301,26 +301,30 @@ int CostModel::load(std::string *why) {
   }
   calibration_.clear();
   calibration_date_.clear();
+  SettingsReader in;
   const std::string cal = calibration_path();
   struct stat st {};
-  if (!cal.empty() && stat(cal.c_str(), &st) == 0) {
-    if (int err = read_file(cal, "the calibration", why)) {
+  const int missing = cal.empty() || stat(cal.c_str(), &st) == 0 ? 0 : errno;
+  if (!cal.empty() && !missing) {
+    if (int err = read_file(cal, ModelFile::kCalibration, why)) {
       *why += " (shaddr-model calibrate --force writes it again; SHADDR_CALIBRATION=off ignores it)";
       return err;
     }
     calibration_ = cal;
-  } else if (const char *set = std::getenv("SHADDR_CALIBRATION");
-             set && *set && std::strcmp(set, "off") != 0) {
-    *why = std::string("SHADDR_CALIBRATION: ") + set + ": " + std::strerror(errno);
+  } else if (const std::string set = in.text("SHADDR_CALIBRATION", "");
+             !set.empty() && set != "off") {
+    // Named by the user: a file that is not there is an error, not the shipped model.
+    *why = "SHADDR_CALIBRATION: " + set + ": " + std::strerror(missing);
     return -ENOENT;
   }
-  const char *path = std::getenv("SHADDR_TUNING_FILE");
-  if (!path || !*path) return 0;
-  return read_file(path, "SHADDR_TUNING_FILE", why);
+  const std::string path = in.text("SHADDR_TUNING_FILE", "");
+  if (path.empty()) return 0;
+  return read_file(path, ModelFile::kTuningFile, why);
 }
 
-int CostModel::read_file(const std::string &path, const char *source, std::string *why) {
-  const bool calibration = std::strcmp(source, "the calibration") == 0;
+int CostModel::read_file(const std::string &path, ModelFile which, std::string *why) {
+  const bool calibration = which == ModelFile::kCalibration;
+  const char *source = calibration ? "the calibration" : "SHADDR_TUNING_FILE";
   file_++;
   std::ifstream in(path);
   if (!in) {
@@ -364,16 +368,10 @@ double CostModel::fallback_us(shaddr_fallback fallback, shaddr_coll coll, size_t
 }
 
 std::string calibration_path() {
-  const char *set = std::getenv("SHADDR_CALIBRATION");
-  if (set && *set) return std::strcmp(set, "off") == 0 ? std::string() : std::string(set);
-  std::string base;
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') {
-    base = xdg;
-  } else if (const char *home = std::getenv("HOME"); home && *home) {
-    base = std::string(home) + "/.cache";
-  } else {
-    return {};
-  }
+  const std::string set = SettingsReader().text("SHADDR_CALIBRATION", "");
+  if (!set.empty()) return set == "off" ? std::string() : set;
+  const std::string base = user_cache_dir();
+  if (base.empty()) return {};
   return base + "/shaddr/calibration/" + machine_key() + ".model";
 }
 
@@ -456,7 +454,7 @@ SHADDR_API int shaddr_select(const shaddr_comm_t *comm, const struct shaddr_sele
 SHADDR_API int shaddr_calibration_path(char *buf, size_t len) {
   if (!buf && len) return -EINVAL;
   const std::string p = shaddr::calibration_path();
-  if (p.empty() && !std::getenv("SHADDR_CALIBRATION")) return -ENOENT;
+  if (p.empty() && !shaddr::SettingsReader().is_set("SHADDR_CALIBRATION")) return -ENOENT;
   return std::snprintf(buf, len, "%s", p.c_str());
 }
 

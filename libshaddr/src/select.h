@@ -75,6 +75,12 @@ struct CostCurve {
   double time_us(shaddr_coll coll, size_t bytes, int ranks) const;
 };
 
+// The files the model reads over its shipped curves, in this order (load()).
+enum class ModelFile : uint8_t {
+  kCalibration,  // this machine's (calibration_path()): its header's date is kept
+  kTuningFile,   // SHADDR_TUNING_FILE
+};
+
 class CostModel {
  public:
   // The shipped curves, then the tuning file's `model.` lines over them. 0, or -EINVAL with
@@ -103,7 +109,7 @@ class CostModel {
   double fallback_us(shaddr_fallback fallback, shaddr_coll coll, size_t bytes, int ranks) const;
 
  private:
-  int read_file(const std::string &path, const char *source, std::string *why);
+  int read_file(const std::string &path, ModelFile which, std::string *why);
 
   CostCurve curves_[static_cast<int>(Who::kCount)][SHADDR_COLL_COUNT]{};
   std::string calibration_, calibration_date_;

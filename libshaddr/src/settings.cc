@@ -20,8 +20,9 @@ namespace {
 // SHADDR_TUNING_FILE: lines NAME=VALUE (# comments). Read at each lookup: settings are read
 // when a communicator is created, not on a fast path.
 std::string tuning_file_value(const char *name) {
-  const char *path = std::getenv("SHADDR_TUNING_FILE");
-  if (!path || !*path) return "";
+  const SettingDef *file = find_setting("SHADDR_TUNING_FILE");
+  const std::string path = file ? setting_text(*file) : "";  // not tunable itself: no loop
+  if (path.empty()) return "";
   std::ifstream in(path);
   const std::string key = std::string(name) + "=";
   for (std::string line; std::getline(in, line);)
@@ -244,6 +245,12 @@ int agree_settings(SettingLayer layer, int rank, int size, AllgatherFn allgather
     }
   }
   return 0;
+}
+
+std::string user_cache_dir() {
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') return xdg;
+  if (const char *home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache";
+  return "";
 }
 
 bool verbose() {

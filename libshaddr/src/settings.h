@@ -95,4 +95,8 @@ int agree_settings(SettingLayer layer, int rank, int size, AllgatherFn allgather
 // SHADDR_VERBOSE. A value that does not parse is reported once on stderr and counts as off.
 bool verbose();
 
+// The user's cache directory, where libshaddr keeps this machine's calibration:
+// $XDG_CACHE_HOME (an absolute path), else $HOME/.cache; "" when neither is set.
+std::string user_cache_dir();
+
 }  // namespace shaddr

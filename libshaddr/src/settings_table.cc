@@ -103,7 +103,7 @@ constexpr SettingDef kSettings[] = {
           "`16384` (`262144` on `cma`, `16383` on `heap+cma` and `heap+shm`)",
           "Bcast of at most this many bytes goes through the Bcast FIFO (no closing barrier); "
           "larger ones copy straight from the root (on `shm` without the heap: the FIFO at "
-          "every size)"),
+          "every size); the plan's `bcast_fifo_max` is what is in force"),
     typed("SHADDR_ALLGATHER_RING", T::kChoice, L::kLibrary, kEqual, kTunable, 0, 0, "0 1 auto",
           "`auto`",
           "`1`: Allgather(v) above the slot size always goes round the ring (not on `shm`, "
@@ -115,7 +115,7 @@ constexpr SettingDef kSettings[] = {
           "Bcast messages, Reduce/Allreduce vectors, Gather/Scatter/Allgather/Alltoall whose "
           "per-rank data is at most this many bytes, and Allgatherv whose every block is at "
           "most 8 bytes less, go through the per-rank slots in the control block (no closing "
-          "barrier)"),
+          "barrier); the plan's `slot_max` is what is in force"),
     typed("SHADDR_BCAST_STREAMS", T::kInt, L::kLibrary, kEqual, kTunable, 1, 255, "", "`4`",
           "streams of a multi-stream Bcast (each copied from the root by one rank, from it "
           "by the others); `1` turns it off"),
@@ -187,7 +187,7 @@ constexpr SettingDef kSettings[] = {
     typed("SHADDR_INTERPOSE_SEGMENT", T::kSize, L::kInterposer, kEqual, kEnvOnly, 4 * kKi, kGi,
           "", "`256K`",
           "interposer: piece size of the leaders' pipelined Bcast across nodes (at most 1024 "
-          "pieces per message)"),
+          "pieces per message); the interposer's plans carry it as `hier_segment`"),
     typed("SHADDR_INTERPOSE_FAIL_EVERY", T::kInt, L::kInterposer, kEqual, kEnvOnly, 0, kMax, "",
           "`0`",
           "interposer, testing aid: every n-th libshaddr call on a communicator is reported "
@@ -197,7 +197,7 @@ constexpr SettingDef kSettings[] = {
           "`64`",
           "interposer: across nodes, Alltoall blocks up to this many bytes go through the "
           "leaders' 2D virtual mesh, which combines short messages (4 or more leaders that "
-          "factor into at least 2 x 2)"),
+          "factor into at least 2 x 2); the interposer's plans carry it as `hier_mesh_max`"),
     typed("SHADDR_VERIFY", T::kBool, L::kInterposer, kEqual, kEnvOnly, 0, 0, "", "`0`",
           "interposer: `1` checks every intercepted collective against the MPI library's own "
           "(`PMPI_*` on copies of the buffers) and the ranks' call sequences per communicator; "

@@ -444,7 +444,7 @@ TEST_P(Coll, ReduceAndAllreduceSizesRootsInPlace) {
 // with the operands at an odd offset from a page.
 TEST_P(Coll, ReduceDirectEveryTypeSizeRootInPlace) {
   Tuning t = Tuning::from_env(2);
-  t.slot_max = std::min<size_t>(t.slot_max, NodeBlockConfig{}.reduce_slot_bytes);  // as Comm::create
+  t.slot_max = std::min<size_t>(t.slot_max, NodeBlockConfig{}.reduce_slot_bytes);  // as the plan
   const size_t unit = t.reduce_unit;
   EXPECT_EQ(on_ranks(2, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
               const shaddr_op ops[] = {SHADDR_OP_SUM, SHADDR_OP_BXOR, SHADDR_OP_LAND,

@@ -322,6 +322,70 @@ TEST(Plan, FormatJoinsTheFallbacksRanges) {
             0);
 }
 
+// The limits the rules turn at are the plan's, from the settings and the backend: the Bcast
+// FIFO up to 256 KiB on cma unless set, 16 KiB elsewhere; and the interposer's hierarchy limits
+// in its fallbacks' plans only. shaddr_plan_format prints them; the Bcast table turns there.
+TEST(Plan, LimitsAreThePlansAndPrinted) {
+  const auto fifo_upto = [](const shaddr_plan &p) {
+    const shaddr_plan_table &t = p.tables[SHADDR_COLL_BCAST];
+    size_t upto = 0;
+    for (int i = 0; i < t.nsteps; i++)
+      if (t.steps[i].algo == SHADDR_ALGO_FIFO) upto = t.steps[i].upto;
+    return upto;
+  };
+  EXPECT_EQ(on_ranks(2, "cma", {}, [&](shaddr_comm_t *c, int) {
+              const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+              if (!p || p->limits.bcast_fifo_max != 256u << 10) return 1;
+              if (p->limits.slot_max != 16384 || p->limits.hier_segment) return 2;
+              if (fifo_upto(*p) != 256u << 10) return 3;
+              const shaddr_plan *m = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+              if (!m || m->limits.hier_segment != 256u << 10 || m->limits.hier_mesh_max != 64)
+                return 4;
+              const shaddr_plan *posix = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH_POSIX);
+              if (!posix || posix->limits.hier_segment || posix->limits.hier_mesh_max) return 5;
+              char buf[4096];
+              shaddr_plan_format(p, buf, sizeof(buf));
+              if (!std::strstr(buf, "\nlimits: slot_max 16K, bcast_fifo_max 256K\n")) return 6;
+              shaddr_plan_format(m, buf, sizeof(buf));
+              if (!std::strstr(buf, "\nlimits: slot_max 16K, bcast_fifo_max 256K, hier_segment "
+                                    "256K, hier_mesh_max 64\n"))
+                return 7;
+              return 0;
+            }),
+            0);
+  EXPECT_EQ(on_ranks(2, "shm", {}, [&](shaddr_comm_t *c, int) {
+              const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+              return p && p->limits.bcast_fifo_max == 16384 ? 0 : 1;
+            }),
+            0);
+  // Set, they win over the backend's defaults; the plans' digests follow them.
+  uint64_t digest = 0;
+  EXPECT_EQ(on_ranks(2, "cma", {}, [&](shaddr_comm_t *c, int rank) {
+              if (rank == 0) digest = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH)->digest;
+              return 0;
+            }),
+            0);
+  EXPECT_EQ(on_ranks(2, "cma",
+                     {{"SHADDR_BCAST_FIFO_MAX", "32K"}, {"SHADDR_SLOT_MAX", "2K"},
+                      {"SHADDR_INTERPOSE_SEGMENT", "64K"}, {"SHADDR_INTERPOSE_MESH_MAX", "0"}},
+                     [&](shaddr_comm_t *c, int) {
+                       const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+                       if (p->limits.bcast_fifo_max != 32u << 10 || p->limits.slot_max != 2048)
+                         return 1;
+                       if (p->limits.hier_segment != 64u << 10 || p->limits.hier_mesh_max != 0)
+                         return 2;
+                       if (fifo_upto(*shaddr_comm_plan(c, SHADDR_FALLBACK_NONE)) != 32u << 10)
+                         return 3;
+                       return p->digest != digest ? 0 : 4;
+                     }),
+            0);
+  // Equal steps, other hierarchy limits: another digest.
+  EXPECT_EQ(on_ranks(2, "cma", {{"SHADDR_INTERPOSE_MESH_MAX", "65"}}, [&](shaddr_comm_t *c, int) {
+              return shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH)->digest != digest ? 0 : 1;
+            }),
+            0);
+}
+
 TEST(Plan, FormatsAndRefusesBadArguments) {
   EXPECT_EQ(shaddr_comm_plan(nullptr, SHADDR_FALLBACK_NONE), nullptr);
   EXPECT_EQ(shaddr_plan_lookup(nullptr, SHADDR_COLL_BCAST, 1, 0), nullptr);

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The comparison's calibration: measured first when this machine has none or an outdated one
-(tools/shaddr-model calibrate), and whether libshaddr read it in the contenders that decide by
-it (their SHADDR_VERBOSE=1 line `shaddr: calibration <path> (<date>)`)."""
+(tools/shaddr-model calibrate), and whether libshaddr reads it in the contenders that decide by
+it (`shaddr-info --model`'s JSON in each one's environment)."""
+import json
 import os
-import re
 import subprocess
 
 from . import model
@@ -16,7 +16,6 @@ from .text import md_table
 EXPECTED_SECONDS = 180
 # The contenders whose choices come from the calibration, asked whether they read it.
 READERS = ("interposer-mpich", "interposer-openmpi", "mpich-patched-auto")
-READ_LINE = re.compile(r"shaddr: calibration (\S+) \(([^)]*)\)")
 
 
 def describe(path):
@@ -62,32 +61,49 @@ def ensure(build, skip, timeout):
     return cal
 
 
-def check_read(cs, bench, ranks, timeout):
-    """For each contender of READERS here: did its libshaddr read a calibration, and which?
-    One Bcast of 64 KiB under SHADDR_VERBOSE=1, its output searched for READ_LINE."""
+def model_info(build, env, launch, timeout):
+    """What libshaddr's cost model reads in @env: `shaddr-info --model` started by @launch (a
+    launcher's command for one rank, as the contender's ranks are started), its JSON object
+    ({"calibration": {"path", "read", "date"}, "tuning_file", "error"}); {"error": why} when
+    it gives none."""
+    exe = os.path.join(build, "tools", "shaddr-info")
+    try:
+        p = subprocess.run([*launch, exe, "--model"], env=env, capture_output=True, text=True,
+                           errors="replace", timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"error": f"{exe} --model: {e.__class__.__name__}"}
+    for line in reversed(p.stdout.splitlines()):  # a launcher may print lines of its own
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    return {"error": f"{exe} --model: no JSON (exit {p.returncode}) "
+                     f"{p.stderr.strip()[-200:]}".rstrip()}
+
+
+def check_read(cs, build, timeout):
+    """For each contender of READERS here: does its libshaddr read a calibration, and which?
+    The contender's environment and launcher, asked of `shaddr-info --model`."""
     out = {}
     for c in cs:
         if c.name not in READERS or c.skip:
             continue
-        env = dict(os.environ, **c.env, SHADDR_VERBOSE="1")
+        env = dict(os.environ, **c.env)
         if c.mpi == "openmpi":
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        cmd = launcher(c.mpi, ranks) + c.wrap + [bench[c.mpi], "--coll", "bcast", "--sizes",
-                                                 "64K:64K", "--iters", "2"]
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
-                               timeout=timeout)
-            text = p.stdout + p.stderr
-        except (OSError, subprocess.SubprocessError) as e:
-            text = f"({e.__class__.__name__})"
-        m = READ_LINE.search(text)
-        if m:
-            out[c.name] = {"read": True, "path": m.group(1), "date": m.group(2)}
+        info = model_info(build, env, launcher(c.mpi, 1), timeout)
+        cal = info.get("calibration") or {}
+        if cal.get("read"):
+            out[c.name] = {"read": True, "path": cal["path"],
+                           "date": cal.get("date") or "no date in its header"}
         else:
-            seen = [ln.strip() for ln in text.splitlines() if "calibration" in ln][:2]
-            out[c.name] = {"read": False, "said": seen}
+            why = (info.get("error") or
+                   (f"none at {cal['path']}" if cal.get("path") else "calibration off"))
+            out[c.name] = {"read": False, "said": [why]}
+        r = out[c.name]
         say(f"calibration read by {c.name}: " +
-            (f"{m.group(1)} ({m.group(2)})" if m else f"no ({'; '.join(seen) or 'nothing said'})"))
+            (f"{r['path']} ({r['date']})" if r["read"] else f"no ({r['said'][0]})"))
     return out
 
 
@@ -122,10 +138,9 @@ def report_md(cal, read):
                 rows.append([name, "yes", f"`{r['path']}`" + ("" if same else " (not the file above)"),
                              r["date"]])
             else:
-                rows.append([name, "**no**", "; ".join(r["said"]) or "no `shaddr: calibration` "
-                             "line under `SHADDR_VERBOSE=1`", ""])
-        md += ["Read by libshaddr in the contenders that decide by it (one Bcast under "
-               "`SHADDR_VERBOSE=1`):\n",
+                rows.append([name, "**no**", "; ".join(r["said"]) or "nothing read", ""])
+        md += ["Read by libshaddr in the contenders that decide by it (`shaddr-info --model` "
+               "in each one's environment, started by its launcher):\n",
                md_table(["contender", "read", "file", "its date"], rows), ""]
     return md
 

@@ -122,7 +122,7 @@ def main():
         # The curves the contenders decide by: this machine's calibration, measured first
         # when missing or stale, then asked of each contender that reads it.
         cal = calibration.ensure(build, calibration.skip_reason(args), args.timeout)
-        cal_read = calibration.check_read(cs, bench, args.ranks, 300)
+        cal_read = calibration.check_read(cs, build, 300)
     limit = run_copy_limit(build, args, out_dir)
     # Rounds: every contender once per round, the order rotated each round, so that every
     # contender samples the same drift of the machine; each size's best over the rounds.

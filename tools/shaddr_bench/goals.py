@@ -1,9 +1,44 @@
 # SPDX-License-Identifier: MIT
-"""The benchmark's goals, judged on one run's numbers: "met" or "NOT met"."""
+"""The benchmark's goals, judged on one run's numbers: a list of Goal results (what was
+measured, against what, met or not), which report.py renders."""
+from dataclasses import dataclass, field
 from statistics import median
+from typing import Optional
 
 from .costs import COLLS, copy_bw, must_move
-from .text import fmt_size, md_table
+from .text import fmt_size
+
+
+@dataclass
+class Point:
+    """One point a goal is judged at: @value measured against @threshold (@at_most: met when
+    value <= threshold, else when value >= threshold)."""
+    label: str
+    value: float
+    threshold: float
+    met: bool
+    at_most: bool = False
+
+
+@dataclass
+class Goal:
+    """One goal's result in one part of the run (@where). @met: None when not judged;
+    @verdict: the report's word for it ("" where only the points have one); @value and
+    @threshold: the goal's own number where it has one (points lost, allowed); @how: how it was
+    judged; @columns and @rows: the table of every point, as the report shows it; @points: the
+    points judged one by one."""
+    name: str
+    where: str
+    met: Optional[bool]
+    verdict: str = ""
+    value: Optional[float] = None
+    threshold: Optional[float] = None
+    how: str = ""
+    unit: str = ""
+    columns: list = field(default_factory=list)
+    rows: list = field(default_factory=list)
+    points: list = field(default_factory=list)
+
 
 STOCK = {"mpich", "openmpi", "mpich-patched-off", "vm-mpich", "vm-openmpi"}
 
@@ -125,10 +160,11 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
 
     def again(coll, sh, st, s):
         return reconfirm(res, coll, sh, st, s, confirmation) if confirmation else None
-    md = []
+    out = []
     if not any(side(k) and v.get("status") == "ok" for k, v in res.items()) or \
             not any(is_stock(k) and v.get("status") == "ok" for k, v in res.items()):
-        return [f"{where}: not judged (needs a shaddr and a stock contender that both ran).\n"]
+        return [Goal("At least as fast as the best stock contender at every size", where, None,
+                     "not judged", how="needs a shaddr and a stock contender that both ran")]
     lines = []
     losses_all = []
     remeasured = 0
@@ -163,13 +199,15 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
                "\"re-measured\": the first ratio → the confirmed one, and the reruns per side)."
                if remeasured else
                " No point was measured again.")
-    md += [f"**At least as fast as the best stock contender at every size** ({where}): "
-           f"{'met' if not losses_all else 'NOT met'}. Best shaddr contender against best stock "
-           "one per size; a loss lists stock time / shaddr time (below 1: shaddr slower) and "
-           "which stock contender won." + how + "\n",
-           md_table(["coll", "sizes", "as fast", "slower at"]
-                    + (["re-measured"] if confirmation else []), lines), ""]
-    big = []
+    out.append(Goal("At least as fast as the best stock contender at every size", where,
+                    not losses_all, "met" if not losses_all else "NOT met",
+                    value=len(losses_all), threshold=0,
+                    how="Best shaddr contender against best stock one per size; a loss lists "
+                    "stock time / shaddr time (below 1: shaddr slower) and which stock "
+                    "contender won." + how,
+                    columns=["coll", "sizes", "as fast", "slower at"]
+                    + (["re-measured"] if confirmation else []), rows=lines))
+    big, big_points = [], []
     for coll, goal in (("bcast", None), ("allreduce", 1.5), ("allgather", 1.3), ("alltoall", 1.3)):
         sh, st = sides(coll)
         for s in sorted(x for x in set(sh) & set(st) if x >= 1 << 20):
@@ -186,14 +224,17 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
                     text = f"{r:.2f}x a cross-core copy of the message ({text})"
                 big.append([coll, fmt_size(s), sh[s][0], text, goal_text,
                             "met" if r <= 1.25 else "NOT met"])
+                big_points.append(Point(f"{coll} {fmt_size(s)}", r, 1.25, r <= 1.25, True))
             else:
                 r = st[s][1] / sh[s][1]
                 big.append([coll, fmt_size(s), sh[s][0], f"{r:.2f}x faster than {st[s][0]}",
                             f">= {goal}x", "met" if r >= goal else "NOT met"])
+                big_points.append(Point(f"{coll} {fmt_size(s)}", r, goal, r >= goal))
     if big:
-        md += [f"**At 1 MiB and above** ({where}):\n",
-               md_table(["coll", "size", "best shaddr", "measured", "goal", "verdict"], big), ""]
-    small = []
+        out.append(Goal("At 1 MiB and above", where, all(p.met for p in big_points),
+                        columns=["coll", "size", "best shaddr", "measured", "goal", "verdict"],
+                        rows=big, points=big_points))
+    small, small_points = [], []
     for coll in ("bcast", "allreduce"):
         sh, st = sides(coll)
         for s in sorted(x for x in set(sh) & set(st) if x <= 256):
@@ -205,10 +246,13 @@ def goals(res, limit, n, where, side=is_default, confirmation=None):
                            f"met (re-measured: {a[0]:.2f}, {a[1][0]}+{a[1][1]})")
             small.append([coll, fmt_size(s), f"{sh[s][1]:.2f} ({sh[s][0]})",
                           f"{st[s][1]:.2f} ({st[s][0]})", verdict])
+            small_points.append(Point(f"{coll} {fmt_size(s)}", sh[s][1], st[s][1],
+                                      verdict.startswith("met"), True))
     if small:
-        md += [f"**Latency up to 256 B** ({where}), us:\n",
-               md_table(["coll", "size", "best shaddr", "best stock", "verdict"], small), ""]
-    return md
+        out.append(Goal("Latency up to 256 B", where, all(p.met for p in small_points),
+                        unit="us", columns=["coll", "size", "best shaddr", "best stock",
+                                            "verdict"], rows=small, points=small_points))
+    return out
 
 
 # Below this lowest ping-pong ratio the run cannot judge "never slower": its two runs of the
@@ -380,15 +424,19 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
         how = f" No confirmation pass: {conf['skipped']}."
     elif "points" in conf:
         how = " No point lost beyond the noise in the main passes: nothing to measure again."
-    return [f"**Never slower than the same MPI with shaddr off** ({where}): {overall}. "
-            "Judged within this run's noise: a point loses when shaddr-off time / contender "
+    lost = [r for r in rows if r[-1] == "NOT met"]
+    return [Goal(
+        "Never slower than the same MPI with shaddr off", where,
+        None if overall == "not judged" else overall != "NOT met", overall,
+        value=len(lost), threshold=0,
+        how="Judged within this run's noise: a point loses when shaddr-off time / contender "
             "time falls below the lowest the ping-pong reached, whose code neither side "
             "changes (column \"ping-pong\": median, and range over its sizes); \"as fast\" "
             "counts the points not slower at all. A loss lists that ratio (below 1: the "
             f"contender is slower). A run whose ping-pong went below {JUDGEABLE_FLOOR} (the "
             "same code more than 2x apart) judges nothing. Judged: each default, and the "
             "patched MPICH's defaults with the shared heap preloaded (`mpich-patched-heap`)."
-            + how + "\n",
-            md_table(["contender", "same MPI, shaddr off", "points", "as fast",
-                      "within noise", "slower beyond the noise at", "ping-pong, same code",
-                      "re-measured", "verdict"], rows), ""]
+            + how,
+        columns=["contender", "same MPI, shaddr off", "points", "as fast", "within noise",
+                 "slower beyond the noise at", "ping-pong, same code", "re-measured", "verdict"],
+        rows=rows)]

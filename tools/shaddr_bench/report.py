@@ -6,9 +6,28 @@ import platform
 
 from . import alloccost, calibration, commcost, fortran
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, must_move
-from .goals import against_shaddr_off, goals, is_shaddr
+from .goals import against_shaddr_off, goals as judge_goals, is_shaddr
 from .runner import say
 from .text import fmt_size, fmt_us, md_table
+
+
+def goals_md(results):
+    """The Goals section's text of goal results (goals.Goal): a verdict line and the table of
+    its points, or one line where nothing could be judged."""
+    md = []
+    for g in results:
+        if g.met is None and not g.rows:
+            md.append(f"{g.where}: {g.verdict} ({g.how}).\n")
+            continue
+        head = f"**{g.name}** ({g.where})" + (f", {g.unit}" if g.unit else "")
+        md += [head + (f": {g.verdict}. {g.how}\n" if g.verdict else ":\n"),
+               md_table(g.columns, g.rows), ""]
+    return md
+
+
+def goals_text(*args, **kwargs):
+    """goals.goals() rendered."""
+    return goals_md(judge_goals(*args, **kwargs))
 
 
 def table_rows(res, limit, n, coll, sizes_pick=None):
@@ -228,12 +247,12 @@ def report(doc, out_dir):
           "and the patched MPICH with shaddr off. The forced configurations (a backend or an "
           "algorithm chosen by setting) follow as diagnostics. Buffer churn: see the churn "
           "tables below (cost per call, and what stayed mapped against the caps).\n"]
-    md += goals(res, limit, n, "host", confirmation=doc.get("confirmation"))
-    md += against_shaddr_off(res, "host", doc.get("confirmation"))
+    md += goals_text(res, limit, n, "host", confirmation=doc.get("confirmation"))
+    md += goals_md(against_shaddr_off(res, "host", doc.get("confirmation")))
     md += commcost.goals_md(doc.get("comm_cost"))
     md += alloccost.goals_md(doc.get("alloc_cost"))
     md += ["Diagnostics, the best of every shaddr configuration, forced ones included:\n"]
-    md += goals(res, limit, n, "host, any shaddr configuration", side=is_shaddr)
+    md += goals_text(res, limit, n, "host, any shaddr configuration", side=is_shaddr)
     md += ["**The shared heap** (`heap`, [heap.md](../../docs/heap.md); the defaults include it, "
            "`interposer-heap-<mpi>` sets it explicitly, `mpich-patched-heap` is the patched "
            "MPICH's defaults with `libshaddr-heap.so` preloaded in the ranks): with "
@@ -247,7 +266,7 @@ def report(doc, out_dir):
            "emulation). The benchmark's buffers are malloc'd, so they are in the heap from "
            "16 KiB; smaller messages go through the inner backend (`heap+cma`: `cma`) or the "
            "control block's slots.\n"]
-    md += goals(res, limit, n, "host, shared heap",
+    md += goals_text(res, limit, n, "host, shared heap",
                 side=lambda k: "heap" in k and res[k].get("status") == "ok")
     md += ["Why the host part can fall short: without the heap its shaddr contenders run on "
            "the backends that need no module, `cma` (`process_vm_readv`: the kernel pins and "
@@ -259,10 +278,10 @@ def report(doc, out_dir):
     if vm.get("status") == "ok":
         where = ("module, host kernel" if vm.get("on_host") else
                  "guest: ratios within the one guest run")
-        md += goals(vm["contenders"], vm["copy_limit"], n, where)
-        md += against_shaddr_off(vm["contenders"], where, vm.get("confirmation"))
-        md += goals(vm["contenders"], vm["copy_limit"], n, where + ", any shaddr configuration",
-                    side=is_shaddr)
+        md += goals_text(vm["contenders"], vm["copy_limit"], n, where)
+        md += goals_md(against_shaddr_off(vm["contenders"], where, vm.get("confirmation")))
+        md += goals_text(vm["contenders"], vm["copy_limit"], n,
+                         where + ", any shaddr configuration", side=is_shaddr)
     md += commcost.section_md(doc.get("comm_cost"))
     md += fortran.section_md(doc.get("fortran"))
     md += ["## The limit: memory copy on this machine (same run)\n",

@@ -360,6 +360,27 @@ struct shaddr_plan_table {
 };
 
 /**
+ * struct shaddr_plan_limits - the sizes the plan decided besides its tables
+ * @slot_max: per-rank data up to this many bytes goes through the control block's slots
+ *            (SHADDR_SLOT_MAX, else its default for the node size; at most the slots' capacity;
+ *            on a heap+ backend, unless set, below the heap's 16 KiB)
+ * @bcast_fifo_max: a Bcast up to this many bytes goes through the Bcast FIFO
+ *                  (SHADDR_BCAST_FIFO_MAX, else the backend's: 256 KiB on cma, below the
+ *                  heap's 16 KiB on heap+cma and heap+shm, 16 KiB elsewhere)
+ * @hier_segment: across several nodes, the piece size of the leaders' pipelined Bcast
+ *                (SHADDR_INTERPOSE_SEGMENT); 0 in a plan that weighs no fallback with a
+ *                hierarchy (none, mpich-posix), whose caller has none
+ * @hier_mesh_max: across several nodes, Alltoall blocks up to this many bytes go through the
+ *                 leaders' 2D virtual mesh (SHADDR_INTERPOSE_MESH_MAX); 0 where @hier_segment is
+ */
+struct shaddr_plan_limits {
+	size_t slot_max;
+	size_t bcast_fifo_max;
+	size_t hier_segment;
+	size_t hier_mesh_max;
+};
+
+/**
  * struct shaddr_plan - a node communicator's plan against one fallback
  * @fallback: the fallback it weighs (SHADDR_FALLBACK_NONE: libshaddr at every size)
  * @ranks: node size
@@ -371,6 +392,8 @@ struct shaddr_plan_table {
  *            sends to libshaddr (SIZE_MAX: none); a smaller call goes to the caller's own
  *            collective whatever its flags, so a caller forwards it without a lookup
  *            (appended last, so that the fields before keep their places)
+ * @limits: the sizes the collectives' rules turn at and the hierarchy's across nodes (appended
+ *          after @lib_from, for the same reason)
  *
  * Plain data: a caller may copy it and keep it after the communicator is freed.
  */
@@ -381,6 +404,7 @@ struct shaddr_plan {
 	int calibrated;
 	struct shaddr_plan_table tables[SHADDR_PLAN_TABLES];
 	size_t lib_from[SHADDR_COLL_COUNT];
+	struct shaddr_plan_limits limits;
 };
 
 /**
@@ -405,7 +429,8 @@ SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr
 
 /**
  * shaddr_plan_format() - @plan as text, one line per table ("bcast: 1-4K slots, 4K-64K fifo,
- * 64K- mpi"), into @buf of @len bytes (NUL-terminated, truncated to fit).
+ * 64K- mpi"), then one of its limits ("limits: slot_max 16K, bcast_fifo_max 16K, hier_segment
+ * 256K, hier_mesh_max 64"), into @buf of @len bytes (NUL-terminated, truncated to fit).
  * Return: the length the whole text needs, as snprintf().
  */
 SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len);

@@ -315,14 +315,41 @@ def test_the_report_says_which_calibration_and_who_read_it(compare_side, tool):
     assert f"`{tool['path']}`, measured {cal['date']} (in this run, 12 s" in md
     assert "machine state met: **fast" in md
     assert f"| interposer-mpich | yes | `{tool['path']}` |" in md
-    assert "| mpich-patched-auto | **no** | no `shaddr: calibration` line" in md
+    assert "| mpich-patched-auto | **no** | nothing read |" in md
 
 
-def test_the_libshaddr_line_is_recognised():
+def test_who_reads_the_calibration_comes_from_shaddr_info_json(tmp_path, monkeypatch):
     from shaddr_bench import calibration
-    m = calibration.READ_LINE.search("x\nshaddr: calibration /r/.cache/shaddr/calibration/k.model "
-                                     "(2026-11-27 06:10:00 UTC)\n")
-    assert m.groups() == ("/r/.cache/shaddr/calibration/k.model", "2026-11-27 06:10:00 UTC")
+    from shaddr_bench.runner import Contender
+    # shaddr-info --model as libshaddr prints it, in the contender's environment: read where
+    # SHADDR_CALIBRATION names a file, off where it says so, an error where the file is bad.
+    build = fake_info(tmp_path, 'test "$1" = --model || exit 2\n'
+                      'echo "launcher noise"\n'
+                      'case "$SHADDR_CALIBRATION" in\n'
+                      'off) echo \'{"calibration": {"path": null, "read": false, "date": null}, '
+                      '"tuning_file": null, "error": null}\' ;;\n'
+                      'bad) echo \'{"calibration": {"path": "bad", "read": false, "date": null}, '
+                      '"tuning_file": null, "error": "the calibration: `x`: not a model line"}\'; '
+                      'exit 1 ;;\n'
+                      'none) exit 3 ;;\n'
+                      '*) echo "{\\"calibration\\": {\\"path\\": \\"$SHADDR_CALIBRATION\\", '
+                      '\\"read\\": true, \\"date\\": \\"2026-11-27 06:10:00 UTC\\"}, '
+                      '\\"tuning_file\\": null, \\"error\\": null}" ;;\n'
+                      'esac\n')
+    monkeypatch.setattr(calibration, "launcher", lambda mpi, ranks: [])
+    cs = [Contender("interposer-mpich", "", "mpich", env={"SHADDR_CALIBRATION": "/c/k.model"}),
+          Contender("interposer-openmpi", "", "openmpi", env={"SHADDR_CALIBRATION": "off"}),
+          Contender("mpich-patched-auto", "", "mpich", env={"SHADDR_CALIBRATION": "bad"}),
+          Contender("mpich", "", "mpich", env={"SHADDR_CALIBRATION": "none"})]
+    read = calibration.check_read(cs, build, 60)
+    assert read["interposer-mpich"] == {"read": True, "path": "/c/k.model",
+                                        "date": "2026-11-27 06:10:00 UTC"}
+    assert read["interposer-openmpi"] == {"read": False, "said": ["calibration off"]}
+    assert read["mpich-patched-auto"] == {
+        "read": False, "said": ["the calibration: `x`: not a model line"]}
+    assert "mpich" not in read  # not a contender that decides by the model
+    monkeypatch.setenv("SHADDR_CALIBRATION", "none")
+    assert "no JSON (exit 3)" in calibration.model_info(build, None, [], 60)["error"]
 
 
 def test_jobs_measure_without_a_calibration(monkeypatch):

@@ -109,9 +109,9 @@ def test_the_goals_say_when_there_was_nothing_to_confirm_or_no_pass():
     res = {A: synth.contender(stock), OFF: synth.contender(stock)}
     assert goals.losses_beyond_noise(res) == []
     md = goals.against_shaddr_off(res, "host", confirm.run([], Bench(stock)))
-    assert "nothing to measure again" in md[0]
+    assert "nothing to measure again" in md[0].how
     md = goals.against_shaddr_off(res, "guest", {"skipped": "not run in the module part"})
-    assert "No confirmation pass: not run in the module part." in md[0]
+    assert "No confirmation pass: not run in the module part." in md[0].how
 
 
 def test_one_contender_against_two_partners_keeps_its_points_apart():

@@ -37,7 +37,7 @@ def test_the_best_stock_contender_is_the_reference():
     md = goals.goals(res(mpich=stock, openmpi=lambda c, s: stock(c, s) / 3,
                          **{"interposer-mpich": lambda c, s: stock(c, s) / 2}), LIMIT, 2, "host")
     assert verdict(md, "**At least as fast") == "NOT met"
-    assert "vs openmpi" in md[1]
+    assert any("vs openmpi" in r[3] for r in table(md, "**At least as fast"))
 
 
 def test_forced_configurations_do_not_count_for_the_defaults():
@@ -85,10 +85,11 @@ def test_bcast_goal_without_a_cross_core_column_uses_the_copy_limit():
 
 def test_not_judged_without_both_sides():
     md = goals.goals(res(mpich=stock), LIMIT, 2, "host")
-    assert md == ["host: not judged (needs a shaddr and a stock contender that both ran).\n"]
+    assert len(md) == 1 and md[0].met is None and md[0].verdict == "not judged"
+    assert md[0].how == "needs a shaddr and a stock contender that both ran"
     r = res(mpich=stock, **{"interposer-mpich": stock})
     r["interposer-mpich"]["status"] = "failed"
-    assert "not judged" in goals.goals(r, LIMIT, 2, "host")[0]
+    assert goals.goals(r, LIMIT, 2, "host")[0].verdict == "not judged"
 
 
 def test_never_slower_than_shaddr_off():
@@ -151,7 +152,8 @@ def test_a_run_too_noisy_to_tell_judges_nothing():
         return noisy(2.5)(c, s) * (1.3 if (c, s) == ("bcast", 65536) else 1.0)
     md = goals.against_shaddr_off(res(**{"mpich-patched-off": stock, "mpich-patched-auto": auto}),
                                   "host")
-    assert md[0].startswith("**Never slower than the same MPI with shaddr off** (host): not judged.")
+    assert md[0].name == "Never slower than the same MPI with shaddr off" and md[0].met is None
+    assert md[0].verdict == "not judged"
     row = table(md, "**Never slower")[0]
     assert row[4] == "—" and row[-1] == "not judged"
     assert row[5] == "too noisy to judge (the ping-pong down to 0.40); slower at all: bcast 64 KiB: 0.77"
@@ -164,7 +166,9 @@ def test_a_default_that_did_not_run_is_not_judged():
     r["mpich-patched-auto"]["reason"] = "main pass: exit 1"
     md = goals.against_shaddr_off(r, "host")
     # mpich-patched-heap did not run either, while its partner did.
-    assert "met where judged; not judged for mpich-patched-auto, mpich-patched-heap." in md[0]
+    assert md[0].verdict == ("met where judged; not judged for mpich-patched-auto, "
+                             "mpich-patched-heap")
+    assert md[0].met is True
     rows = {x[0]: x for x in table(md, "**Never slower")}
     assert rows["mpich-patched-auto"][-1] == "not judged"
     assert "failed (main pass: exit 1)" in rows["mpich-patched-auto"][5]
@@ -196,7 +200,7 @@ def test_the_heap_contender_is_no_default_for_the_other_goals():
     # Alone with stock, it is no default: the defaults' goals have no shaddr side.
     md = goals.goals(res(mpich=stock, **{"mpich-patched-heap": lambda c, s: stock(c, s) / 4}),
                      LIMIT, 2, "host")
-    assert "not judged" in md[0]
+    assert md[0].verdict == "not judged"
 
 
 def test_the_losses_to_confirm_are_the_judged_contenders_losses_beyond_the_noise():
@@ -248,7 +252,7 @@ def test_a_loss_the_confirmation_contradicts_is_met_and_says_so():
                           "off_us": [t, t * 1.1, t * 0.7]}])
     md = goals.against_shaddr_off(r, "host", conf)
     assert verdict(md, "**Never slower") == "met"
-    assert "measured again (1 point, 12 s)" in md[0]
+    assert "measured again (1 point, 12 s)" in md[0].how
     row = table(md, "**Never slower")[0]
     assert row[5] == "—"
     # Pairwise: 0.7, 0.97, 1, 1, 1.1, 1.39, 1.43, 1.53, 1.57.
@@ -306,7 +310,7 @@ def test_a_point_the_budget_left_unconfirmed_keeps_its_first_measurement():
                         gave_up="1 of 1 points not measured again")
     md = goals.against_shaddr_off(r, "host", conf)
     assert verdict(md, "**Never slower") == "NOT met"
-    assert "stopped at its time budget (120 s): 1 of 1 points not measured again." in md[0]
+    assert "stopped at its time budget (120 s): 1 of 1 points not measured again." in md[0].how
     row = table(md, "**Never slower")[0]
     assert row[5] == "allgather 64 KiB: 0.50"
     assert row[7] == "allgather 64 KiB: 0.50 → not re-measured"
@@ -430,3 +434,37 @@ def test_a_default_is_judged_by_the_stock_reruns_that_alternated_with_its_own():
     rows = {x[0]: x for x in table(md, "**At least as fast")}
     assert rows["bcast"][3] == "—"
     assert rows["bcast"][4].endswith(f"→ {1 / 0.99:.2f} (5+5)")
+
+
+def test_goals_are_data_with_value_threshold_and_met():
+    mib = 1 << 20
+
+    def shaddr(c, s):
+        if s < mib:
+            return stock(c, s) * (1.25 if (c, s) == ("reduce", 4096) else 0.5)
+        return stock(c, s) / 1.2 if c == "allgather" else stock(c, s) / 2
+    gs = goals.goals(res(mpich=stock, **{"interposer-mpich": shaddr}), LIMIT, 2, "host")
+    fast = gs[0]
+    assert (fast.where, fast.met, fast.value, fast.threshold) == ("host", False, 1, 0)
+    big = {p.label: p for p in [g for g in gs if g.name == "At 1 MiB and above"][0].points}
+    p = big["allgather 1 MiB"]
+    assert (p.threshold, p.met, p.at_most) == (1.3, False, False) and abs(p.value - 1.2) < 1e-9
+    assert big["allreduce 1 MiB"].met and big["allreduce 1 MiB"].threshold == 1.5
+    assert big["bcast 1 MiB"].at_most and big["bcast 1 MiB"].threshold == 1.25
+    small = [g for g in gs if g.name == "Latency up to 256 B"][0]
+    assert small.met and small.unit == "us"
+    assert all(p.value < p.threshold and p.at_most for p in small.points)
+
+
+def test_the_report_renders_the_goal_results():
+    from shaddr_bench import report
+    gs = goals.goals(res(mpich=stock, **{"interposer-mpich": lambda c, s: stock(c, s) / 4}),
+                     LIMIT, 2, "host")
+    md = report.goals_md(gs)
+    assert md[0].startswith("**At least as fast as the best stock contender at every size** "
+                            "(host): met. Best shaddr contender against best stock one")
+    assert md[1].startswith("| coll | sizes | as fast | slower at |") and md[2] == ""
+    assert "**At 1 MiB and above** (host):\n" in md
+    assert "**Latency up to 256 B** (host), us:\n" in md
+    assert report.goals_md(goals.goals(res(mpich=stock), LIMIT, 2, "host")) == [
+        "host: not judged (needs a shaddr and a stock contender that both ran).\n"]
