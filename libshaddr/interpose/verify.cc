@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "calls.h"
+#include "hash.h"
 #include "state.h"
 #include "types.h"
 #include "next_mpi.h"  // last: PMPI_* below are the MPI's own
@@ -34,15 +35,6 @@ const char *const kOpName[SHADDR_OP_COUNT] = {"MPI_SUM",  "MPI_PROD", "MPI_MIN",
                                               "MPI_LAND", "MPI_LOR",  "MPI_LXOR",   "MPI_BAND",
                                               "MPI_BOR",  "MPI_BXOR", "MPI_MINLOC", "MPI_MAXLOC"};
 constexpr int64_t kOpOther = 99;  // a user-defined op, MPI_REPLACE, MPI_NO_OP
-
-uint64_t fnv(const void *p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-  const auto *b = static_cast<const unsigned char *>(p);
-  for (size_t i = 0; i < n; i++) {
-    h ^= b[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 [[noreturn]] void abort_job() {
   std::fprintf(stderr, "shaddr-verify: aborting the job (MPI_Abort(MPI_COMM_WORLD, %d))\n",
@@ -66,7 +58,7 @@ struct Sig {
   uint64_t n = 0;
   bool ok = true;
 };
-constexpr uint64_t kBase = 0x9e3779b97f4a7c15ull | 1;
+constexpr uint64_t kBase = shaddr::hash_mix(shaddr::kHashSeed, 1) | 1;  // any odd number
 
 uint64_t pow_base(uint64_t e) {
   uint64_t r = 1, b = kBase;
@@ -116,7 +108,7 @@ Sig sig_of(MPI_Datatype t, int depth = 0) {
     auto it = g_named.find(t);
     if (it != g_named.end()) return it->second;
     const std::string n = type_name(t);
-    const Sig s{fnv(n.data(), n.size()) | 1, 1, true};
+    const Sig s{shaddr::hash_bytes(n.data(), n.size()) | 1, 1, true};
     g_named[t] = s;
     return s;
   }
@@ -178,7 +170,7 @@ Sig sig_of(MPI_Datatype t, int depth = 0) {
         s = repeat(sig_of(types[0], depth + 1), static_cast<uint64_t>(size / old));
       } else {
         const uint64_t id[2] = {static_cast<uint64_t>(comb), static_cast<uint64_t>(size)};
-        s = Sig{fnv(id, sizeof id) | 1, 1, true};
+        s = Sig{shaddr::hash_bytes(id, sizeof id) | 1, 1, true};
       }
     }
   }
@@ -198,7 +190,7 @@ uint64_t digest(MPI_Count count, MPI_Datatype t) {
   const Sig s = repeat(sig_of(t), static_cast<uint64_t>(std::max<MPI_Count>(count, 0)));
   if (!s.ok) return 0;
   const uint64_t v[2] = {s.h, s.n};
-  return fnv(v, sizeof v);
+  return shaddr::hash_bytes(v, sizeof v);
 }
 
 // ---- Per communicator --------------------------------------------------------------------------
@@ -298,7 +290,7 @@ struct Check {
 };
 
 void check_sequence(const Check &k, const Desc &d) {
-  const uint64_t h = fnv(&d, sizeof d);
+  const uint64_t h = shaddr::hash_bytes(&d, sizeof d);
   uint64_t in[2] = {h, ~h}, out[2] = {0, 0};
   if (PMPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, k.comm) != MPI_SUCCESS) return;
   if (out[0] == ~out[1]) return;  // max(h) == min(h): every rank described the same call
@@ -619,9 +611,9 @@ void check_identical(const Check &k, const char *res, int count, shaddr_dtype dt
                      MPI_Datatype t) {
   const size_t es = static_cast<size_t>(shaddr_dtype_size(dt));
   const std::vector<Field> fields = fields_of(dt);
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = shaddr::kHashSeed;
   for (size_t e = 0; e < static_cast<size_t>(count); e++)
-    for (const Field &f : fields) h = fnv(res + e * es + f.off, f.len, h);
+    for (const Field &f : fields) h = shaddr::hash_bytes(res + e * es + f.off, f.len, h);
   uint64_t in[2] = {h, ~h}, out[2] = {0, 0};
   if (PMPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, k.comm) != MPI_SUCCESS) return;
   if (out[0] == ~out[1]) return;
@@ -935,7 +927,7 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
   for (int i = 0; i < ci->size; i++) {
     total += recvcounts[i] * rti.size;
     const int64_t c = recvcounts[i];
-    sig = fnv(&c, sizeof c, sig);
+    sig = shaddr::hash_bytes(&c, sizeof c, sig);
   }
   start(k, comm, SHADDR_IP_ALLGATHERV, -1, total, sig, -1);
   k.args = args_str("MPI_Allgatherv", (in_place ? std::string("MPI_IN_PLACE")

@@ -28,6 +28,7 @@
 #include "backend.h"
 #include "error.h"
 #include "nodeblock.h"
+#include "plan.h"
 #include "select.h"
 #include "shaddr/coll.h"
 #include "wait.h"
@@ -79,13 +80,30 @@ class Comm {
   const CostModel &model() const { return model_; }
   // The plan against @fallback (plan.h), built on first use; the collectives run the steps of
   // plan(SHADDR_FALLBACK_NONE), built when the communicator is made.
-  const shaddr_plan &plan(shaddr_fallback fallback);
+  // A built plan is read without the lock: every call a caller routes (call.cc) reads it.
+  const shaddr_plan &plan(shaddr_fallback fallback) {
+    const shaddr_plan *p = plan_ready_[fallback].load(std::memory_order_acquire);
+    return p ? *p : build_plan_once(fallback);
+  }
   const shaddr_plan_step &step(shaddr_coll coll, size_t bytes, unsigned flags = 0) const;
-  // The algorithm a collective runs for a call: its plan step's, counted in stats().runs.
+  // shaddr_call_route() chose @st for the call of @coll on @bytes in plan table @table that the
+  // caller makes next: the collective runs it without looking the plan up again. Any other
+  // collective, or a call that differs from it, looks its own step up.
+  void hand_down(const shaddr_plan_step *st, shaddr_coll coll, size_t bytes, int table) {
+    routed_ = Routed{st, coll, bytes, table};
+  }
+  void drop_handed_down() { routed_.step = nullptr; }
+  // The algorithm a collective runs for a call: its plan step's (the one handed down by the
+  // route, or looked up), counted in stats().runs. The step's algorithm is the same in the
+  // plan against any fallback (the rules alone choose it): plan.cc.
   shaddr_algo algorithm(shaddr_coll coll, size_t bytes, unsigned flags = 0) {
-    const shaddr_algo a = step(coll, bytes, flags).algo;
-    stats_.runs[coll][a]++;
-    return a;
+    const shaddr_plan_step *st = routed_.step;
+    routed_.step = nullptr;
+    if (!st || routed_.coll != coll || routed_.bytes != bytes ||
+        routed_.table != plan_table(coll, flags))
+      st = &step(coll, bytes, flags);
+    stats_.runs[coll][st->algo]++;
+    return st->algo;
   }
   const Backend &backend() const { return *backend_; }
   shaddr_comm_stats &stats() { return stats_; }
@@ -232,8 +250,17 @@ class Comm {
   std::vector<pid_t> pids_;
   Tuning tuning_{};
   CostModel model_;
+  const shaddr_plan &build_plan_once(shaddr_fallback fallback);  // plan.cc, under plans_lock_
   std::unique_ptr<shaddr_plan> plans_[SHADDR_FALLBACK_COUNT];
+  std::atomic<const shaddr_plan *> plan_ready_[SHADDR_FALLBACK_COUNT] = {};
   std::mutex plans_lock_;
+  struct Routed {
+    const shaddr_plan_step *step;  // nullptr: nothing handed down
+    shaddr_coll coll;
+    size_t bytes;
+    int table;
+  };
+  Routed routed_{};
   shaddr_comm_stats stats_{};
   std::string reason_;
   uint64_t seq_ = 0;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The plan: building it from the collectives' rules (coll_rules.h), the user's SHADDR_MIN
-// settings and the cost model (select.h), looking a call up in it, and its C entry points,
-// with those of the call ledger that keeps every rank's calls in step with it.
+// settings and the cost model (select.h), looking a call up in it, and its C entry points
+// (the per-call entry that routes a call by it is call.cc).
 #include "plan.h"
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "coll_rules.h"
 #include "comm.h"
 #include "error.h"
+#include "hash.h"
 #include "select.h"
 #include "settings.h"
 
@@ -223,17 +224,13 @@ class Builder {
 };
 
 uint64_t digest(const shaddr_plan &p) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
-  };
-  mix(static_cast<uint64_t>(p.fallback));
-  mix(static_cast<uint64_t>(p.ranks));
+  uint64_t h = hash_mix(kHashSeed, static_cast<uint64_t>(p.fallback));
+  h = hash_mix(h, static_cast<uint64_t>(p.ranks));
   for (const shaddr_plan_table &t : p.tables) {
-    mix(static_cast<uint64_t>(t.nsteps));
+    h = hash_mix(h, static_cast<uint64_t>(t.nsteps));
     for (int i = 0; i < t.nsteps; i++) {
-      mix(t.steps[i].upto);
-      mix(static_cast<uint64_t>(t.steps[i].algo) << 1 | (t.steps[i].use_fallback ? 1 : 0));
+      h = hash_mix(h, t.steps[i].upto);
+      h = hash_mix(h, static_cast<uint64_t>(t.steps[i].algo) << 1 | (t.steps[i].use_fallback ? 1 : 0));
     }
   }
   return h;
@@ -287,14 +284,6 @@ void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
   }
 }
 
-int plan_table(shaddr_coll coll, unsigned flags) {
-  if (coll == SHADDR_COLL_ALLREDUCE && (flags & SHADDR_PLAN_IN_PLACE))
-    return SHADDR_PLAN_ALLREDUCE_IN_PLACE;
-  if (coll == SHADDR_COLL_BCAST && (flags & SHADDR_PLAN_SEGMENTED))
-    return SHADDR_PLAN_BCAST_SEGMENTED;
-  return coll;
-}
-
 const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes) {
   const shaddr_plan_table &t = p.tables[table];
   int i = 0;
@@ -302,7 +291,7 @@ const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes)
   return t.steps[i];
 }
 
-const shaddr_plan &Comm::plan(shaddr_fallback fallback) {
+const shaddr_plan &Comm::build_plan_once(shaddr_fallback fallback) {
   std::lock_guard<std::mutex> hold(plans_lock_);
   std::unique_ptr<shaddr_plan> &p = plans_[fallback];
   if (!p) {
@@ -312,6 +301,7 @@ const shaddr_plan &Comm::plan(shaddr_fallback fallback) {
       return kNone;
     }
     build_plan(*this, fallback, p.get());
+    plan_ready_[fallback].store(p.get(), std::memory_order_release);
   }
   return *p;
 }
@@ -341,29 +331,6 @@ SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr
   std::memcpy(&c, &coll, sizeof(c));
   if (!plan || !plan->ranks || c < 0 || c >= SHADDR_COLL_COUNT) return nullptr;
   return &shaddr::plan_step(*plan, shaddr::plan_table(coll, flags), bytes);
-}
-
-// The call's record in the node's ledger: every rank runs the call the way the plan says,
-// with the same arguments, or every rank learns that one does not (comm.h, the ledger).
-SHADDR_API int shaddr_call_agree(shaddr_comm_t *comm, uint64_t token) {
-  // A forwarded call's record cannot fail and is on every short call's path: it leaves the
-  // thread's last error alone (a thread-local access) and goes first.
-  if (comm && token == shaddr::kCallForwarded) {
-    shaddr::from_handle(comm)->forward_call();
-    return 0;
-  }
-  shaddr::clear_error();
-  if (int err = shaddr::check_comm(comm)) return err;
-  return shaddr::from_handle(comm)->agree_call(token);
-}
-
-SHADDR_API int shaddr_call_announce(shaddr_comm_t *comm, uint64_t token) {
-  shaddr::clear_error();
-  if (int err = shaddr::check_comm(comm)) return err;
-  if (token == shaddr::kCallForwarded)
-    return shaddr::fail(-EINVAL, "shaddr_call_announce: SHADDR_CALL_FORWARDED is shaddr_call_agree's");
-  shaddr::from_handle(comm)->announce_pending(token);
-  return 0;
 }
 
 SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len) {

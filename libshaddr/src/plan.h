@@ -19,7 +19,13 @@ class Comm;
 void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out);
 
 // The table of @coll for a call with shaddr_plan_lookup() @flags.
-int plan_table(shaddr_coll coll, unsigned flags);
+inline int plan_table(shaddr_coll coll, unsigned flags) {
+  if (coll == SHADDR_COLL_ALLREDUCE && (flags & SHADDR_PLAN_IN_PLACE))
+    return SHADDR_PLAN_ALLREDUCE_IN_PLACE;
+  if (coll == SHADDR_COLL_BCAST && (flags & SHADDR_PLAN_SEGMENTED))
+    return SHADDR_PLAN_BCAST_SEGMENTED;
+  return coll;
+}
 
 // The step of table @table for @bytes.
 const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes);

@@ -17,6 +17,7 @@
 #include "../heap/heap.h"
 #include "comm.h"
 #include "error.h"
+#include "hash.h"
 #include "plan.h"
 #include "settings.h"
 
@@ -136,8 +137,7 @@ std::string machine_key() {
   uname(&u);
   const std::string all = cpu + "|" + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + "|" +
                           std::to_string(mem_gib) + "|" + u.release;
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : all) h = (h ^ ch) * 1099511628211ull;
+  const uint64_t h = hash_bytes(all.data(), all.size());
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
@@ -378,10 +378,8 @@ std::string calibration_path() {
 }
 
 uint64_t CostModel::hash() const {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ static_cast<const unsigned char *>(p)[i]) * 1099511628211ull;
-  };
+  uint64_t h = kHashSeed;
+  auto mix = [&h](const void *p, size_t n) { h = hash_bytes(p, n, h); };
   for (const auto &row : curves_)
     for (const CostCurve &c : row) {
       mix(&c.ref_ranks, sizeof(c.ref_ranks));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hash.h"
 #include "shaddr/settings.h"
 #include "size_parse.h"
 
@@ -33,12 +34,6 @@ bool iequals(std::string_view a, const char *b) {
   for (size_t i = 0; i < a.size(); i++)
     if ((a[i] | 0x20) != b[i]) return false;
   return true;
-}
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
 }
 
 std::string_view trim(std::string_view s) {
@@ -114,7 +109,7 @@ int parse_setting(const SettingDef &def, std::string_view text, uint64_t *value,
       }
       [[fallthrough]];
     case SettingType::kDoc:
-      *value = fnv1a(t);
+      *value = hash_bytes(t.data(), t.size());
       return 0;
     case SettingType::kSize:
     case SettingType::kInt:

@@ -409,6 +409,116 @@ SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr
 SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len);
 
 /**
+ * shaddr_plan_intern() - a library-owned copy of @plan, shared by every plan equal to it
+ *
+ * For a caller that decides calls by a plan it did not get from a node communicator of its
+ * own (an interposer rank alone on its node, which takes the plan of a rank with one): the
+ * library keeps it, by digest, until the process exits. Return: the copy; NULL for a NULL
+ * @plan, a plan with no steps (ranks 0), or no memory.
+ */
+SHADDR_API const struct shaddr_plan *shaddr_plan_intern(const struct shaddr_plan *plan);
+
+/*
+ * The per-call entry: what a caller with a fallback (the interposer, the patched MPICH) does on
+ * every collective call it could hand to libshaddr. One place decides (a compare with the
+ * plan's lib_from, then one lookup), records the call in the node's call ledger (forwarded, or
+ * announced with a token the library makes from the call), and hands the chosen step to the
+ * libshaddr collective the caller calls next, which runs it without looking the plan up again.
+ */
+
+/* Flags of struct shaddr_call, beside the plan's SHADDR_PLAN_IN_PLACE and SHADDR_PLAN_SEGMENTED */
+#define SHADDR_CALL_V		0x100u	/* the v-variant (Gatherv, ...): its token differs from
+					 * the plain call's */
+#define SHADDR_CALL_UNSIZED	0x200u	/* no size is equal on every rank (Gatherv, Scatterv,
+					 * Alltoallv): no lookup, libshaddr runs it */
+#define SHADDR_CALL_FALLBACK	0x400u	/* the caller runs it in its own collective whatever the
+					 * plan says (a setting, or arguments libshaddr cannot
+					 * carry out on this rank): recorded as forwarded */
+#define SHADDR_CALL_PREPARE	0x800u	/* a call for libshaddr is not recorded yet: the caller
+					 * prepares its buffers, then shaddr_call_commit() */
+
+/* What shaddr_call_route() and shaddr_call_decide() answer */
+#define SHADDR_ROUTE_FALLBACK	0	/* the caller runs its own collective */
+#define SHADDR_ROUTE_LIBSHADDR	1	/* the caller calls the libshaddr collective next */
+
+/* @extra of a Reduce or Allreduce: its element type and op */
+#define SHADDR_CALL_EXTRA_REDUCE(dtype, op) ((uint64_t)(dtype) << 8 | (uint64_t)(op))
+
+/**
+ * struct shaddr_call - one collective call, as the plan and the call ledger see it
+ * @coll: the collective (Gatherv is SHADDR_COLL_GATHER with SHADDR_CALL_V, and so on)
+ * @flags: SHADDR_PLAN_* (the plan's variant) and SHADDR_CALL_*
+ * @bytes: as the plan keys them (struct shaddr_select_query's @bytes; Allgatherv: the mean
+ *         block, at least 1); 0 goes to the fallback
+ * @root: rooted collectives: the root; else -1
+ * @extra: anything else MPI requires equal on every rank: a reduction's
+ *         SHADDR_CALL_EXTRA_REDUCE(); a v-call's digest of every count where every rank knows
+ *         them (Allgatherv); else 0
+ * @step: out: the plan's step for the call; NULL where none was looked up (a call shorter than
+ *        any the plan gives libshaddr, SHADDR_CALL_UNSIZED, SHADDR_CALL_FALLBACK, no plan)
+ * @lib_any: out: 1 when the plan sends some size of @coll to libshaddr; 0: every call of it
+ *           goes to the fallback whatever its arguments, so a caller that agrees on calls
+ *           itself (over several nodes) need not agree on this one
+ *
+ * @coll, @flags, @bytes, @root and @extra are the call's token (shaddr_call_token()).
+ */
+struct shaddr_call {
+	enum shaddr_coll coll;
+	unsigned int flags;
+	size_t bytes;
+	int root;
+	uint64_t extra;
+	const struct shaddr_plan_step *step;
+	int lib_any;
+};
+
+/**
+ * shaddr_call_route() - decide one call, record it in @comm's ledger, hand the step down
+ * @comm: the node communicator
+ * @fallback: the caller's own collectives (the plan against them: shaddr_comm_plan())
+ * @call: the call; @step and @lib_any are set
+ *
+ * A call below the plan's lib_from for @coll is forwarded on that compare alone; a longer one
+ * by one lookup. A forwarded call is recorded as shaddr_call_agree(SHADDR_CALL_FORWARDED)
+ * does (no wait). A call for libshaddr is announced as shaddr_call_announce() does, with
+ * shaddr_call_token(@call), unless @flags has SHADDR_CALL_PREPARE: then nothing is recorded
+ * and the caller, once its buffers are ready, calls shaddr_call_commit(). The libshaddr
+ * collective the caller then calls on @comm for this call runs @call->step's algorithm without
+ * a second lookup; it settles the agreement and returns -EXDEV where the ranks' calls differ.
+ * A Barrier has no arguments to differ, is decided alike on every rank and is not recorded.
+ * Return: SHADDR_ROUTE_FALLBACK or SHADDR_ROUTE_LIBSHADDR; -EINVAL for NULL or out-of-range
+ * arguments (nothing recorded).
+ */
+SHADDR_API int shaddr_call_route(shaddr_comm_t *comm, enum shaddr_fallback fallback,
+				 struct shaddr_call *call);
+
+/**
+ * shaddr_call_commit() - record a call that shaddr_call_route() sent to libshaddr with
+ * SHADDR_CALL_PREPARE
+ * @ready: 1: this rank's buffers are ready: the call is announced with shaddr_call_token(@call)
+ *         and the caller calls the libshaddr collective next; 0: this rank cannot carry it out
+ *         in libshaddr (e.g. no memory for a packed copy): recorded as forwarded, and every
+ *         rank ends up in its fallback
+ * Return: SHADDR_ROUTE_LIBSHADDR (@ready) or SHADDR_ROUTE_FALLBACK; -EINVAL (NULL).
+ */
+SHADDR_API int shaddr_call_commit(shaddr_comm_t *comm, const struct shaddr_call *call, int ready);
+
+/**
+ * shaddr_call_decide() - shaddr_call_route()'s decision on @plan, recording nothing
+ *
+ * For a caller that agrees on its calls itself (an interposer over several nodes, with
+ * shaddr_call_token()). Return: as shaddr_call_route(); SHADDR_ROUTE_FALLBACK for a NULL plan.
+ */
+SHADDR_API int shaddr_call_decide(const struct shaddr_plan *plan, struct shaddr_call *call);
+
+/**
+ * shaddr_call_token() - @call's ledger token: a digest of @coll, the variant flags
+ * (SHADDR_PLAN_*, SHADDR_CALL_V), @bytes, @root and @extra; never SHADDR_CALL_FORWARDED.
+ * Equal calls have equal tokens on every rank (and in every process of one build).
+ */
+SHADDR_API uint64_t shaddr_call_token(const struct shaddr_call *call);
+
+/**
  * shaddr_calibration_path() - where this machine's calibration is read from
  * @buf: receives the path (NUL-terminated, truncated to fit)
  * @len: size of @buf
