@@ -8,15 +8,13 @@ contender (goals.losses_vs_best_stock()), is measured again, alternating the two
 judge by the median of every pairwise ratio of the two sides' reruns (goals.rerun_ratio()).
 
 A launch's state moves a short call's time by more than the differences judged, and in two
-ways. Rooted calls of a few KiB run in one of two states per launch, about 1 or about 3 us,
-with shaddr or without. And a few launches land in a rare fast state: the patched MPICH's
-64 B Bcast with shaddr off read 0.34-0.38 us in 3 of 50 launches, 0.43-1.30 in the rest
-(2026-12-01). Drawing 15 launches per side from those 50 (the same binary on both
-sides), a side's best against the other's is below 0.9 27% of the time, the medians 3%, the
-pairwise median 3%; from two states of 1 and 3 us, if each came half the time, the best 0%, the
-medians 24%, the pairwise median 1.4%. At 5 launches per side the pairwise median is below
-0.9 9-15% of the time, so a point whose reruns still say the contender is slower after REPS
-gets more, up to MAX_REPS each side, the same number on both."""
+ways. Rooted calls of a few KiB run in one of two states per launch, a slow one about three
+times the fast one, with shaddr or without. And a few launches land in a rare fast state.
+The best of each side then says which side drew a rare launch, and the medians of the two
+sides how the two states fell; the median of every pairwise ratio is the least moved by
+either, which is why the goals judge by it. With few launches per side it still reads a loss
+now and then where there is none, so a point whose reruns still say the contender is slower
+after REPS gets more, up to MAX_REPS each side, the same number on both."""
 import time
 
 from .goals import rerun_ratio

@@ -125,9 +125,9 @@ def layer_diffs(docs, base_docs):
 def layer_point_lines(who, docs, base_docs, ranks):
     """`point.<who>.<coll>=...`: the layer's cost at each size measured (layer_diffs()), which
     the plan weighs inside that range instead of layer_lines()'s one value. Its cost is not the
-    same at every size: the patched MPICH's Bcast cost 0.05 us over the interposer's at 8 B and
-    0.1-0.2 us at 1-2 KiB (2026-11-28), where the median alone let the plan take 1-2 KiB to
-    libshaddr, measured 1.6x slower there than release_gather."""
+    same at every size: the patched MPICH's Bcast costs more over the interposer's at a few KiB
+    than at a few bytes, and one value (the median) let the plan take sizes to libshaddr that
+    release_gather runs faster."""
     return [f"point.{who}.{coll}=" + " ".join(f"{s}:{d:.3f}@{ranks}" for s, d in diffs)
             for coll, diffs in layer_diffs(docs, base_docs).items() if len(diffs) >= 2]
 

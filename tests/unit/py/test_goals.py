@@ -276,8 +276,8 @@ def test_launches_of_either_side_in_a_slow_state_do_not_decide():
 
 
 def test_a_launch_of_the_partner_in_a_rare_fast_state_does_not_decide():
-    # The patched MPICH's short Bcast with shaddr off: 0.34-0.38 us in 3 of 50 launches,
-    # 0.43-1.30 in the rest. The partner drew one such launch in 15, the contender none: the
+    # A short Bcast with shaddr off lands now and then in a launch faster than the rest
+    # (confirm.py). The partner drew one such launch in 15, the contender none: the
     # best of each side would call it a loss of 0.76; the reruns say the contender is faster.
     k = ("bcast", 64)
     t = stock(*k)
