@@ -241,6 +241,20 @@ TEST(HeapRealloc, AcrossTheThresholdBothWaysKeepsTheData) {
   std::free(p);
 }
 
+// Doubles *@p (@n bytes, filled from @seed) by realloc up to @upto bytes, checking the bytes at
+// every step: how many times it moved, or -1 if a realloc failed or lost bytes.
+int double_by_realloc(unsigned char **p, std::size_t n, std::size_t upto, std::uint32_t seed) {
+  int moves = 0;
+  for (; n < upto; n *= 2) {
+    auto *q = static_cast<unsigned char *>(std::realloc(*p, 2 * n));
+    if (!q || !check(q, n, seed)) return -1;
+    moves += q != *p;
+    fill(q, 2 * n, seed);
+    *p = q;
+  }
+  return moves;
+}
+
 // A buffer doubled by realloc from 64 KiB to 32 MiB moves once, into a growth block, and then
 // grows in place, as glibc's top of heap does; freed, that block waits for the thread's next
 // growing buffer. The bytes follow at every step.
@@ -248,19 +262,9 @@ TEST(HeapRealloc, AGrowingBufferMovesOnceThenGrowsInPlace) {
   REQUIRE_HEAP();
   void *first = nullptr;
   for (int round = 0; round < 3; round++) {
-    std::size_t n = 64 * KiB;
-    auto *p = static_cast<unsigned char *>(std::malloc(n));
-    fill(p, n, 7);
-    int moves = 0;
-    for (; n < 32 * MiB; n *= 2) {
-      auto *q = static_cast<unsigned char *>(std::realloc(p, 2 * n));
-      ASSERT_NE(q, nullptr);
-      moves += q != p;
-      ASSERT_TRUE(check(q, n, 7)) << "round " << round << " size " << n;
-      fill(q, 2 * n, 7);
-      p = q;
-    }
-    EXPECT_EQ(moves, 1) << "round " << round;
+    auto *p = static_cast<unsigned char *>(std::malloc(64 * KiB));
+    fill(p, 64 * KiB, 7);
+    EXPECT_EQ(double_by_realloc(&p, 64 * KiB, 32 * MiB, 7), 1) << "round " << round;
     EXPECT_TRUE(in_heap(p));
     if (round == 0) first = p;
     EXPECT_EQ(p, first) << "round " << round << ": the thread's growth block again";
@@ -294,23 +298,13 @@ TEST(HeapRealloc, ANewSmallBufferStartsInTheThreadsGrowthBlock) {
   heap::purge();
   void *block = nullptr;
   for (int round = 0; round < 3; round++) {
-    std::size_t n = 64 * KiB;
-    auto *p = static_cast<unsigned char *>(std::malloc(n));
+    auto *p = static_cast<unsigned char *>(std::malloc(64 * KiB));
     ASSERT_NE(p, nullptr);
     if (round > 0) {
       EXPECT_EQ(p, block) << "round " << round << ": starts in the growth block";
     }
-    fill(p, n, 9);
-    int moves = 0;
-    for (; n < 1 * MiB; n *= 2) {
-      auto *q = static_cast<unsigned char *>(std::realloc(p, 2 * n));
-      ASSERT_NE(q, nullptr);
-      moves += q != p;
-      ASSERT_TRUE(check(q, n, 9)) << "round " << round << " size " << n;
-      fill(q, 2 * n, 9);
-      p = q;
-    }
-    EXPECT_EQ(moves, round == 0 ? 1 : 0) << "round " << round;
+    fill(p, 64 * KiB, 9);
+    EXPECT_EQ(double_by_realloc(&p, 64 * KiB, 1 * MiB, 9), round == 0 ? 1 : 0) << "round " << round;
     block = p;
     std::free(p);
   }
