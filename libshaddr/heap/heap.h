@@ -207,7 +207,8 @@ std::size_t file_resident();
 
 // Returns every unused page of the heap to the system now (jemalloc's arena purge, which
 // hole-punches), after giving back the blocks the calling thread's cache holds (up to 8 MiB
-// each, and its growth block; other threads' caches go when those threads exit). Otherwise freed pages stay, as
+// each, its growth block and its last freed block below 1 MiB; other threads' caches go when
+// those threads exit). Otherwise freed pages stay, as
 // glibc keeps its heap's, until 1 GiB has been freed since the last purge and 10 s have passed.
 void purge();
 

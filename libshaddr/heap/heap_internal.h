@@ -55,18 +55,34 @@ void *engine_realloc(void *p, std::size_t size);  // p in the heap
 // there is room; false if not even size fits there (p unchanged).
 bool engine_grow_in_place(void *p, std::size_t size, std::size_t extra);
 void engine_free(void *p);                         // p in the heap
+void engine_free_sized(void *p, std::size_t usable);  // the same, @usable its usable size
 // Growth blocks, for realloc (malloc.cc): glibc grows a block in place at the top of its heap,
 // so a buffer doubled from 16 KiB to 64 MiB is never copied. A heap block cannot take its
 // neighbour's file pages, and jemalloc grows one in place only when the next extent is free
 // (rarely: thread caches hold the neighbours). So a block that must move to grow moves once,
 // into a growth block: grow_block_size() bytes (64 MiB, at most 1/64 of the range), whose pages
 // cost nothing until written. Freed, it waits in a one-block cache of the freeing thread (as
-// glibc's top keeps its pages) for that thread's next growing buffer, without the arena.
+// glibc's top keeps its pages) for that thread's next growing buffer, without the arena, or
+// for its next new block below 1 MiB (engine_lend_grow_block), which then never moves.
 std::size_t grow_block_size();           // 0: none (heap off)
 void *engine_grow_block(std::size_t n);  // nullptr if n does not fit one, or too many exist
 // If @p (in the heap, @usable bytes) is a growth block: keeps it in this thread's cache, or
 // frees it if the cache is full, and returns true.
 bool engine_release_grow_block(void *p, std::size_t usable);
+// Growth block @p was resized in place to @n bytes (realloc): the most of it in use so far.
+void engine_grow_block_resized(void *p, std::size_t n);
+// A new allocation of @n bytes (malloc) starts in this thread's cached growth block, as glibc
+// places it at the top of its heap, where it can grow without a copy; nullptr unless one is
+// cached, it was never grown past 1 MiB (so that a block lent and kept holds at most that much
+// resident memory), n is no more, and at most half of the growth blocks allowed exist (the
+// others stay for growing buffers).
+void *engine_lend_grow_block(std::size_t n);
+// The thread's slot: the last block below 1 MiB it freed, for its next allocation of about
+// that size (heap.cc says why). take: the block if it holds @n bytes and is at most one size
+// class more, else nullptr; put: keeps @p (@usable bytes) there, giving the previous one to
+// the arena, or false (too large, or no slot).
+void *engine_slot_take(std::size_t n);
+bool engine_slot_put(void *p, std::size_t usable);
 // @n bytes of heap blocks were freed: now and then, the arena's free pages go back (heap.cc).
 void note_freed(std::size_t n);
 std::size_t engine_usable_size(const void *p);     // p in the heap

@@ -47,18 +47,20 @@ bool power_of_two(size_t a) { return a && !(a & (a - 1)); }
 // A heap block going back to the allocator: pages the program withdrew from the heap
 // (memops.cc) get the file back, so that the block is shared again when it is handed out next
 // (restore_range looks at the table's bits first and locks only if one is set). Only blocks
-// with pages of their own (jemalloc's large ones, from 16 KiB, page aligned): a smaller one
-// shares its pages, which go back when jemalloc purges them. errno is kept, as free() must
-// (POSIX.1-2024; glibc since 2.33): giving pages back makes system calls.
+// with pages of their own (jemalloc's large ones, from 4 pages): a smaller one shares its
+// pages, which go back when jemalloc purges them. A large block up to 8 MiB starts at a random
+// cache line of its extent's first page (jemalloc's cache_oblivious), so its pages are those
+// its bytes touch. errno is kept, as free() must (POSIX.1-2024; glibc since 2.33): giving
+// pages back makes system calls.
 void release_block(void *p) {
   const int e = errno;
   const size_t n = engine_usable_size(p);
-  if (g_withdrawn.load(std::memory_order_relaxed)) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if (n >= 16384 && !(a & (page_size() - 1))) restore_range(a, a + n);
+  if (g_withdrawn.load(std::memory_order_relaxed) && n >= 4 * page_size()) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), mask = page_size() - 1;
+    restore_range(a & ~mask, (a + n + mask) & ~mask);
   }
-  if (!engine_release_grow_block(p, n)) {
-    engine_free(p);
+  if (!engine_release_grow_block(p, n) && !engine_slot_put(p, n)) {
+    engine_free_sized(p, n);  // the size known: jemalloc need not look it up again
     note_freed(n);
   }
   errno = e;
@@ -120,8 +122,15 @@ void *aligned(size_t align, size_t n) {
 
 extern "C" __attribute__((visibility("default"))) void *shaddr_heap_malloc(size_t n) {
   started();
-  if (routed(n))
+  if (routed(n)) {
+    // Where realloc can grow it without a copy, if this thread has such room (its growth
+    // block, realloc below); else the block this thread freed last, if it is about this size.
+    if (n < kCopyCheap) {
+      if (void *p = engine_lend_grow_block(n)) return p;
+      if (void *p = engine_slot_take(n)) return p;
+    }
     if (void *p = engine_alloc(n, 0, false)) return p;
+  }
   return normal_malloc(n);
 }
 
@@ -181,8 +190,13 @@ HEAP_EXPORT void *realloc(void *p, size_t n) {
     // rarely can, and costs its arena's lock). A larger one, or beyond a growth block, gets
     // as much room again beyond the request, in place if its neighbour is free, else where
     // it moves. Untouched pages of a heap file cost nothing. A block that still fits stays
-    // (a growth block whatever it shrinks to, as glibc's top keeps its pages).
-    if (n <= old && (n >= old / 2 || old == grow_block_size())) return p;
+    // (a growth block whatever it shrinks to, as glibc's top keeps its pages). A new small
+    // block may start in a growth block already (malloc above): then it never moves.
+    if (n <= old && old == grow_block_size()) {
+      engine_grow_block_resized(p, n);
+      return p;
+    }
+    if (n <= old && n >= old / 2) return p;
     if (n > old) {
       if (old < kCopyCheap)
         if (void *q = engine_grow_block(n)) return moved(p, old, q);

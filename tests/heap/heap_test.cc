@@ -241,6 +241,20 @@ TEST(HeapRealloc, AcrossTheThresholdBothWaysKeepsTheData) {
   std::free(p);
 }
 
+// Doubles *@p (@n bytes, filled from @seed) by realloc up to @upto bytes, checking the bytes at
+// every step: how many times it moved, or -1 if a realloc failed or lost bytes.
+int double_by_realloc(unsigned char **p, std::size_t n, std::size_t upto, std::uint32_t seed) {
+  int moves = 0;
+  for (; n < upto; n *= 2) {
+    auto *q = static_cast<unsigned char *>(std::realloc(*p, 2 * n));
+    if (!q || !check(q, n, seed)) return -1;
+    moves += q != *p;
+    fill(q, 2 * n, seed);
+    *p = q;
+  }
+  return moves;
+}
+
 // A buffer doubled by realloc from 64 KiB to 32 MiB moves once, into a growth block, and then
 // grows in place, as glibc's top of heap does; freed, that block waits for the thread's next
 // growing buffer. The bytes follow at every step.
@@ -248,19 +262,9 @@ TEST(HeapRealloc, AGrowingBufferMovesOnceThenGrowsInPlace) {
   REQUIRE_HEAP();
   void *first = nullptr;
   for (int round = 0; round < 3; round++) {
-    std::size_t n = 64 * KiB;
-    auto *p = static_cast<unsigned char *>(std::malloc(n));
-    fill(p, n, 7);
-    int moves = 0;
-    for (; n < 32 * MiB; n *= 2) {
-      auto *q = static_cast<unsigned char *>(std::realloc(p, 2 * n));
-      ASSERT_NE(q, nullptr);
-      moves += q != p;
-      ASSERT_TRUE(check(q, n, 7)) << "round " << round << " size " << n;
-      fill(q, 2 * n, 7);
-      p = q;
-    }
-    EXPECT_EQ(moves, 1) << "round " << round;
+    auto *p = static_cast<unsigned char *>(std::malloc(64 * KiB));
+    fill(p, 64 * KiB, 7);
+    EXPECT_EQ(double_by_realloc(&p, 64 * KiB, 32 * MiB, 7), 1) << "round " << round;
     EXPECT_TRUE(in_heap(p));
     if (round == 0) first = p;
     EXPECT_EQ(p, first) << "round " << round << ": the thread's growth block again";
@@ -283,6 +287,53 @@ TEST(HeapRealloc, GrowthBlocksFreedToTheArenaAreCountedBack) {
     std::free(p);
     std::free(q);
   }
+  heap::purge();
+}
+
+// A thread that grew a buffer keeps its growth block; its next new block up to 1 MiB starts
+// there (as glibc's next block starts at its top), so a buffer doubled from a small size never moves.
+// A block once grown past 1 MiB is not lent to a new allocation: kept, it would hold those pages.
+TEST(HeapRealloc, ANewSmallBufferStartsInTheThreadsGrowthBlock) {
+  REQUIRE_HEAP();
+  heap::purge();
+  void *block = nullptr;
+  for (int round = 0; round < 3; round++) {
+    auto *p = static_cast<unsigned char *>(std::malloc(64 * KiB));
+    ASSERT_NE(p, nullptr);
+    if (round > 0) {
+      EXPECT_EQ(p, block) << "round " << round << ": starts in the growth block";
+    }
+    fill(p, 64 * KiB, 9);
+    EXPECT_EQ(double_by_realloc(&p, 64 * KiB, 1 * MiB, 9), round == 0 ? 1 : 0) << "round " << round;
+    block = p;
+    std::free(p);
+  }
+  void *big = std::realloc(std::malloc(64 * KiB), 4 * MiB);  // the same block, now past 1 MiB
+  ASSERT_EQ(big, block);
+  std::free(big);
+  void *p = std::malloc(64 * KiB);
+  EXPECT_NE(p, block) << "a block grown past 1 MiB is not lent";
+  EXPECT_LT(malloc_usable_size(p), 1 * MiB);
+  std::free(p);
+  heap::purge();
+}
+
+// Lent blocks that a program keeps must not take every growth block: a growing buffer still
+// gets one after many were lent and kept.
+TEST(HeapRealloc, LentBlocksKeptLeaveGrowthBlocksForGrowingBuffers) {
+  REQUIRE_HEAP();
+  heap::purge();
+  std::vector<void *> kept;
+  for (int round = 0; round < 200; round++) {
+    std::free(std::realloc(std::malloc(64 * KiB), 256 * KiB));
+    kept.push_back(std::malloc(64 * KiB));
+    ASSERT_NE(kept.back(), nullptr);
+  }
+  void *p = std::realloc(std::malloc(64 * KiB), 256 * KiB);
+  ASSERT_NE(p, nullptr);
+  EXPECT_GE(malloc_usable_size(p), 32 * MiB) << "still a growth block";
+  std::free(p);
+  for (void *k : kept) std::free(k);
   heap::purge();
 }
 
@@ -709,6 +760,29 @@ TEST(HeapPrivate, WithdrawnPagesAreNotSharedUntilTheirBlockIsFreed) {
     EXPECT_TRUE(heap::contains(q, n).has_value());
     std::free(q);
   }
+  heap::unmap_peer(const_cast<unsigned char *>(peer), st.reserved);
+}
+
+// The same for a malloc'd block that does not start on a page (jemalloc starts large blocks up
+// to 8 MiB at a random cache line of their first page): freed, its pages are the heap's again.
+TEST(HeapPrivate, WithdrawnPagesOfAnUnalignedBlockComeBackWhenItIsFreed) {
+  REQUIRE_HEAP();
+  heap::purge();  // no growth block cached to lend (those start on a page)
+  const heap::Status st = heap::status();
+  auto *peer = static_cast<const unsigned char *>(heap::map_peer(st.fd, st.reserved));
+  ASSERT_NE(peer, nullptr);
+  const std::size_t n = 256 * KiB;
+  auto *p = static_cast<unsigned char *>(std::malloc(n));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x46, n);
+  // The block's first whole page and the next: wherever the block starts, they are its own.
+  auto *page = reinterpret_cast<unsigned char *>((reinterpret_cast<std::uintptr_t>(p) + 4095) & ~std::uintptr_t{4095});
+  const std::size_t off = *heap::contains(page, 8192);
+  ASSERT_EQ(madvise(page, 8192, MADV_WIPEONFORK), 0);
+  EXPECT_TRUE(heap::range_withdrawn(peer, off, 8192));
+  std::free(p);
+  EXPECT_FALSE(heap::range_withdrawn(peer, off, 8192)) << "back in the heap";
+  heap::purge();
   heap::unmap_peer(const_cast<unsigned char *>(peer), st.reserved);
 }
 
