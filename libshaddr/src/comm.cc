@@ -19,6 +19,7 @@
 #include "../heap/heap.h"
 #include "coll_rules.h"
 #include "error.h"
+#include "placement.h"
 #include "settings.h"
 #include "size_parse.h"
 
@@ -145,7 +146,12 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   // through the heap's mapping beats two copies through the slots (docs/defaults.md).
   if (!c->tuning_.slot_max_configured && on_heap)
     c->tuning_.slot_max = std::min(c->tuning_.slot_max, heap::kDefaultMinSize - 1);
-  if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
+  // The control block's per-rank parts on their ranks' NUMA nodes where the ranks span several
+  // (docs/topology.md, "Placement"); on a machine of one node no exchange and the dense layout.
+  NodePlacement placement;
+  if (int err = gather_rank_numa_nodes(host, &placement.node, why)) return err;
+  placement.active = placement_pays(placement.node);
+  if (int err = NodeBlock::create(host, cfg, placement, &c->block_, why)) return err;
   if (!c->plan(SHADDR_FALLBACK_NONE).ranks) {
     *why = "libshaddr's plan could not be built for this node (SHADDR_VERBOSE=1 says why)";
     return -EINVAL;
@@ -165,6 +171,24 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
                  host.size, c->reason_.c_str(), c->block_->how(), c->tuning_.chunk,
                  c->tuning_.reduce_unit, c->tuning_.bcast_fifo_max, c->tuning_.slot_max,
                  cfg.wait.why);
+  if (verbose() && host.rank == 0) {
+    std::string nodes;
+    for (int n : placement.node) nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
+    if (c->block_->placed())
+      std::fprintf(stderr,
+                   "shaddr: placement: each rank's lines, slots and FIFO on its NUMA node (ranks' "
+                   "nodes %s), the Bcast FIFO on rank 0's; %s; %u failed%s%s\n",
+                   nodes.c_str(), placement_method(), c->block_->placement_failures(),
+                   c->block_->placement_failures() ? ", the first: " : "",
+                   c->block_->placement_failures()
+                       ? std::strerror(c->block_->placement_first_error())
+                       : "");
+    else
+      std::fprintf(stderr, "shaddr: placement: none, %s (ranks' NUMA nodes %s; -1: not bound "
+                   "inside one)\n",
+                   machine_numa_nodes() < 2 ? "one NUMA node" : "the ranks are not bound inside two or more",
+                   machine_numa_nodes() < 2 ? "not read" : nodes.c_str());
+  }
   if (verbose() && host.rank == 0 && !c->model_.calibration().empty())
     std::fprintf(stderr, "shaddr: calibration %s (%s)\n", c->model_.calibration().c_str(),
                  c->model_.calibration_date().empty() ? "no date in its header"
