@@ -183,11 +183,13 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
                    c->block_->placement_failures()
                        ? std::strerror(c->block_->placement_first_error())
                        : "");
+    else if (machine_numa_nodes() < 2)
+      std::fprintf(stderr, "shaddr: placement: none (one NUMA node: nothing read)\n");
     else
-      std::fprintf(stderr, "shaddr: placement: none, %s (ranks' NUMA nodes %s; -1: not bound "
-                   "inside one)\n",
-                   machine_numa_nodes() < 2 ? "one NUMA node" : "the ranks are not bound inside two or more",
-                   machine_numa_nodes() < 2 ? "not read" : nodes.c_str());
+      std::fprintf(stderr,
+                   "shaddr: placement: none, the ranks are not bound inside two or more NUMA "
+                   "nodes (ranks' nodes %s; -1: not bound inside one)\n",
+                   nodes.c_str());
   }
   if (verbose() && host.rank == 0 && !c->model_.calibration().empty())
     std::fprintf(stderr, "shaddr: calibration %s (%s)\n", c->model_.calibration().c_str(),
