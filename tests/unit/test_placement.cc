@@ -267,6 +267,28 @@ TEST(Placement, CommPlacesEachBoundRanksMemoryOnItsNode) {
           }
         }
       }
+      // The collectives over this block (placed in the guest): every root's Bcast at sizes
+      // through the slots, the FIFO and the copy path, and Allreduces through the slots.
+      for (size_t bytes : {size_t(8), size_t(4096), size_t(100000), size_t(1) << 20}) {
+        for (int root = 0; !res && root < h.size; root++) {
+          std::vector<uint8_t> buf(bytes, 0);
+          if (h.rank == root)
+            for (size_t i = 0; i < bytes; i++) buf[i] = static_cast<uint8_t>(i * 7 + root);
+          if (shaddr_bcast(comm, buf.data(), bytes, root)) res = 60;
+          for (size_t i = 0; !res && i < bytes; i++)
+            if (buf[i] != static_cast<uint8_t>(i * 7 + root)) res = 61;
+        }
+      }
+      for (size_t count : {size_t(1), size_t(1000), size_t(100000)}) {
+        std::vector<int64_t> in(count), out(count, 0);
+        for (size_t i = 0; i < count; i++) in[i] = static_cast<int64_t>(i) * (h.rank + 1);
+        if (!res && shaddr_allreduce(comm, in.data(), out.data(), count, SHADDR_INT64,
+                                     SHADDR_OP_SUM))
+          res = 62;
+        const int64_t ranks_sum = static_cast<int64_t>(h.size) * (h.size + 1) / 2;
+        for (size_t i = 0; !res && i < count; i++)
+          if (out[i] != static_cast<int64_t>(i) * ranks_sum) res = 63;
+      }
       if (!res)
         std::fprintf(stderr, "rank %d (node %d): control block %s: %s\n", h.rank, mine,
                      nb.placed() ? "placed" : "dense", pages_per_node(per_node).c_str());
