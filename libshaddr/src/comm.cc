@@ -177,7 +177,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
     if (c->block_->placed())
       std::fprintf(stderr,
                    "shaddr: placement: each rank's lines, slots and FIFO on its NUMA node (ranks' "
-                   "nodes %s), the Bcast FIFO on rank 0's; %s; %u failed%s%s\n",
+                   "nodes %s), the Bcast FIFO on rank 0's; %s; mbind calls failed: %u%s%s\n",
                    nodes.c_str(), placement_method(), c->block_->placement_failures(),
                    c->block_->placement_failures() ? ", the first: " : "",
                    c->block_->placement_failures()

@@ -115,7 +115,8 @@ class NodeBlock {
                     std::unique_ptr<NodeBlock> *out, std::string *why) {
     return create(host, cfg, NodePlacement{}, out, why);
   }
-  // As above, with each rank's part on its NUMA node where @placement is active.
+  // As above, with each rank's part on its NUMA node where @placement is active. @placement
+  // must be equal on every rank: the layout depends on it.
   static int create(const shaddr_host &host, const NodeBlockConfig &cfg,
                     const NodePlacement &placement, std::unique_ptr<NodeBlock> *out,
                     std::string *why);
