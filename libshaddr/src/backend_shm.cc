@@ -4,11 +4,14 @@
 // staging area; readers map (a plain pointer, no system call) or copy straight out of it. Two
 // copies per transfer, as MPI's own shared-memory path, but with the collectives' pipelining and
 // no help from the owner after it staged. Writes into a peer's memory are not possible.
+// Each rank's staging area prefers the NUMA node the rank is bound inside (docs/topology.md,
+// "Placement"): it writes the area once per exposure, and its node's readers read it.
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include "backend.h"
+#include "placement.h"
 #include "settings.h"
 #include "shared_region.h"
 
@@ -89,6 +92,11 @@ int make_shm_backend(const shaddr_host &host, std::unique_ptr<Backend> *out, std
     return e;
   std::unique_ptr<SharedRegion> region;
   if (int e = SharedRegion::create(host, staging * host.size, nullptr, &region, why)) return e;
+  // Before the owner's first exposure touches it. A failure only leaves its pages to first
+  // touch, by the owner, which lands on the same node while the rank stays bound.
+  if (const int node = own_numa_node(); node >= 0)
+    (void)prefer_numa_node(static_cast<char *>(region->base()) + host.rank * staging, staging,
+                           node);
   *out = std::make_unique<ShmBackend>(std::move(region), host.rank, host.size, staging);
   return 0;
 }

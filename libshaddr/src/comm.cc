@@ -18,6 +18,7 @@
 
 #include "coll_rules.h"
 #include "error.h"
+#include "placement.h"
 #include "settings.h"
 #include "size_parse.h"
 
@@ -128,7 +129,12 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
     *why = c->reason_;
     return err;
   }
-  if (int err = NodeBlock::create(host, cfg, &c->block_, why)) return err;
+  // The control block's per-rank parts on their ranks' NUMA nodes where the ranks span several
+  // (docs/topology.md, "Placement"); on a machine of one node no exchange and the dense layout.
+  NodePlacement placement;
+  if (int err = gather_rank_numa_nodes(host, &placement.node, why)) return err;
+  placement.active = placement_pays(placement.node);
+  if (int err = NodeBlock::create(host, cfg, placement, &c->block_, why)) return err;
   // The plan decides the rest, the limits the rules turn at on this backend included.
   const shaddr_plan &plan = c->plan(SHADDR_FALLBACK_NONE);
   if (!plan.ranks) {
@@ -150,6 +156,26 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
                  host.size, c->reason_.c_str(), c->block_->how(), c->tuning_.chunk,
                  c->tuning_.reduce_unit, plan.limits.bcast_fifo_max, plan.limits.slot_max,
                  cfg.wait.why);
+  if (verbose() && host.rank == 0) {
+    std::string nodes;
+    for (int n : placement.node) nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
+    if (c->block_->placed())
+      std::fprintf(stderr,
+                   "shaddr: placement: each rank's lines, slots and FIFO on its NUMA node (ranks' "
+                   "nodes %s), the Bcast FIFO on rank 0's; %s; mbind calls failed: %u%s%s\n",
+                   nodes.c_str(), placement_method(), c->block_->placement_failures(),
+                   c->block_->placement_failures() ? ", the first: " : "",
+                   c->block_->placement_failures()
+                       ? std::strerror(c->block_->placement_first_error())
+                       : "");
+    else if (machine_numa_nodes() < 2)
+      std::fprintf(stderr, "shaddr: placement: none (one NUMA node: nothing read)\n");
+    else
+      std::fprintf(stderr,
+                   "shaddr: placement: none, the ranks are not bound inside two or more NUMA "
+                   "nodes (ranks' nodes %s; -1: not bound inside one)\n",
+                   nodes.c_str());
+  }
   if (verbose() && host.rank == 0 && !c->model_.calibration().empty())
     std::fprintf(stderr, "shaddr: calibration %s (%s)\n", c->model_.calibration().c_str(),
                  c->model_.calibration_date().empty() ? "no date in its header"

@@ -7,6 +7,10 @@
 // /proc/<pid>/fd (needs only ptrace *read* rights, which Yama leaves alone), so the segment
 // never has a name in /dev/shm and nothing is left behind by a crash. Where /proc is not
 // usable the fallback is shm_open + shm_unlink as soon as every rank has it mapped.
+//
+// Where the ranks are bound inside two or more NUMA nodes, each rank's part (its lines, slots and
+// point-to-point FIFO) starts on a page of its own and prefers that rank's node; elsewhere the
+// layout is the dense one, byte for byte (docs/topology.md, "Placement").
 #pragma once
 
 #include <atomic>
@@ -79,6 +83,22 @@ static_assert(sizeof(SlotHeader) == 16);
 constexpr unsigned kSlotRounds = 2;
 constexpr size_t kSlotInlineMax = 1024;
 
+// Where the block's per-rank parts go: node[r] is node rank r's NUMA node (-1: none, left to
+// first touch). With `active` false the layout is dense and no policy is set.
+struct NodePlacement {
+  std::vector<int> node;
+  bool active = false;
+};
+
+// One part of the block and the node it was given (docs/topology.md, "Placement").
+struct PlacedRange {
+  const char *what;  // "lines", "slots", "p2p fifo", "bcast fifo"
+  int rank;          // whose (the Bcast FIFO: the rank whose node it is on, 0)
+  char *begin;
+  size_t bytes;
+  int node;          // -1: no policy (first touch)
+};
+
 struct NodeBlockConfig {
   uint32_t fifo_slots = 64;
   // A slot carries 8 KiB (with its header line, 8 KiB + 64 B): with 8 KiB - 64 a Bcast of 8 KiB
@@ -92,7 +112,14 @@ class NodeBlock {
  public:
   // Collective. 0 or a negative errno on every rank; *why says what failed.
   static int create(const shaddr_host &host, const NodeBlockConfig &cfg,
-                    std::unique_ptr<NodeBlock> *out, std::string *why);
+                    std::unique_ptr<NodeBlock> *out, std::string *why) {
+    return create(host, cfg, NodePlacement{}, out, why);
+  }
+  // As above, with each rank's part on its NUMA node where @placement is active. @placement
+  // must be equal on every rank: the layout depends on it.
+  static int create(const shaddr_host &host, const NodeBlockConfig &cfg,
+                    const NodePlacement &placement, std::unique_ptr<NodeBlock> *out,
+                    std::string *why);
   ~NodeBlock();
   NodeBlock(const NodeBlock &) = delete;
   NodeBlock &operator=(const NodeBlock &) = delete;
@@ -100,11 +127,15 @@ class NodeBlock {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const char *how() const { return region_->how(); }  // "memfd" or "shm_open"
-  RankArea &area(int r) { return areas_[r]; }
-  MsgCounter &counter(int r) { return counters_[r]; }
+  RankArea &area(int r) { return *reinterpret_cast<RankArea *>(areas_ + r * line_stride_); }
+  MsgCounter &counter(int r) {
+    return *reinterpret_cast<MsgCounter *>(counters_ + r * line_stride_);
+  }
   // Rank r's doorbell: r rings it after changing its RankArea or MsgCounter (wait.h).
-  Bell &bell(int r) { return bells_[r]; }
-  CallLedger &ledger(int r) { return ledgers_[r]; }
+  Bell &bell(int r) { return *reinterpret_cast<Bell *>(bells_ + r * line_stride_); }
+  CallLedger &ledger(int r) {
+    return *reinterpret_cast<CallLedger *>(ledgers_ + r * line_stride_);
+  }
   const WaitPolicy &wait_policy() const { return cfg_.wait; }
   // The Bcast FIFO; its pages are mapped in this process on the first use (see populate()).
   Fifo &bcast() {
@@ -115,8 +146,8 @@ class NodeBlock {
   size_t reduce_slot_bytes() const { return cfg_.reduce_slot_bytes; }
   // Rank r's slot for round j (16-byte aligned data after its header).
   SlotHeader &slot_header(int r, uint64_t j) {
-    return *reinterpret_cast<SlotHeader *>(
-        reduce_ + (static_cast<size_t>(r) * kSlotRounds + j % kSlotRounds) * slot_stride());
+    return *reinterpret_cast<SlotHeader *>(reduce_ + static_cast<size_t>(r) * rank_slots_stride_ +
+                                           j % kSlotRounds * slot_stride());
   }
   // Where `bytes` of data start in it: right after the header, in the flag's cache line,
   // unless they are many (kSlotInlineMax): then at the next line, so that the copy and the
@@ -127,20 +158,33 @@ class NodeBlock {
   }
   size_t slot_stride() const { return (64 + cfg_.reduce_slot_bytes + 63) / 64 * 64; }
 
+  // Placement (docs/topology.md, "Placement"): whether the per-rank layout is in use, each part
+  // and the node it was given (the same list on every rank), and how many of rank 0's mbind
+  // calls failed (their pages then went where first touch put them) and the first one's errno.
+  bool placed() const { return placement_.active; }
+  std::vector<PlacedRange> placed_ranges() const;
+  unsigned placement_failures() const;
+  int placement_first_error() const;
+
  private:
   NodeBlock() = default;
   void layout(char *base, bool init);
+  void prefer_nodes(char *base);
   int rank_ = 0, size_ = 0;
   NodeBlockConfig cfg_;
+  NodePlacement placement_;
   std::unique_ptr<SharedRegion> region_;
-  RankArea *areas_ = nullptr;
-  MsgCounter *counters_ = nullptr;
-  Bell *bells_ = nullptr;
-  CallLedger *ledgers_ = nullptr;
+  // Rank r's line of each kind is at <kind>_ + r * line_stride_: dense (128, each kind an array)
+  // or one page per rank holding its four lines (placed).
+  char *areas_ = nullptr, *counters_ = nullptr, *bells_ = nullptr, *ledgers_ = nullptr;
+  size_t line_stride_ = 0;
+  size_t rank_slots_stride_ = 0;  // from rank r's slots to rank r + 1's
+  size_t fifo_stride_ = 0;        // from one FIFO to the next
   std::unique_ptr<Fifo> bcast_;
   std::vector<std::unique_ptr<Fifo>> p2p_;
   void map_bcast_fifo();
   char *bcast_begin_ = nullptr, *bcast_end_ = nullptr;  // the Bcast FIFO's memory
+  char *p2p_begin_ = nullptr;
   bool bcast_mapped_ = false;
   char *reduce_ = nullptr;
 };

@@ -289,8 +289,9 @@ constexpr SettingDef kSettings[] = {
           "node sizes (threads as ranks) of the collectives' differential tests; `make "
           "test`'s ASan run and the VM's (`make test-full`) use `1 2 3 4`"),
     other("SHADDR_TEST_NUMA_NODES", "env", "—",
-          "NUMA nodes `Topology.ThisMachine` (`tests/unit/test_topology.cc`) must find: the "
-          "kernel guests' run of it sets their count"),
+          "NUMA nodes `Topology.ThisMachine` (`tests/unit/test_topology.cc`) and the "
+          "`Placement` tests (`tests/unit/test_placement.cc`) must find, the latter then also "
+          "a placed control block: the kernel guests' run of them sets their count"),
     other("SHADDR_TEST_BIG_SIZES", "env", "—",
           "extra message sizes (bytes, space-separated) for the collectives' differential"
           " tests"),

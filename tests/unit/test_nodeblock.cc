@@ -129,12 +129,16 @@ TEST(NodeBlock, PaddingKeepsRanksOnSeparateCacheLines) {
   EXPECT_EQ(alignof(RankArea), 128u);
 }
 
-// n forked ranks, each with a node block of 4-slot FIFOs, run fifo_stress().
-static int stress_on_ranks(int n, int count, bool p2p) {
+// n forked ranks, each with a node block of 4-slot FIFOs, run fifo_stress(). placed: the
+// layout of a block placed on NUMA nodes (every rank's parts on pages of their own), all on
+// node 0, which every machine has.
+static int stress_on_ranks(int n, int count, bool p2p, bool placed = false) {
   return run_forked(n, [=](const shaddr_host &h) {
     std::unique_ptr<NodeBlock> nb;
     std::string why;
-    if (NodeBlock::create(h, small_fifos(), &nb, &why)) return 10;
+    const NodePlacement placement{std::vector<int>(static_cast<size_t>(n), 0), placed};
+    if (NodeBlock::create(h, small_fifos(), placement, &nb, &why) || nb->placed() != placed)
+      return 10;
     int r = fifo_stress(*nb, count, p2p);
     return r ? r : (h.barrier(h.ctx) ? 11 : 0);
   });
@@ -146,6 +150,11 @@ TEST(NodeBlock, BcastFifoStressWithWrapAroundAndMoreRanksThanCores) {
 
 TEST(NodeBlock, P2PFifoStressWithWrapAround) {
   for (int n : {2, 4, 6}) EXPECT_EQ(stress_on_ranks(n, 2000, true), 0) << "n=" << n;
+}
+
+TEST(NodeBlock, FifoStressOnThePlacedLayout) {
+  EXPECT_EQ(stress_on_ranks(3, 2000, false, true), 0);
+  EXPECT_EQ(stress_on_ranks(3, 2000, true, true), 0);
 }
 
 TEST(NodeBlock, MessageCounterPipeline) {
