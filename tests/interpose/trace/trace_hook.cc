@@ -26,8 +26,9 @@
 
 namespace {
 
-// Distinct functions of one window: a few hundred expected; a full table is reported, not hidden.
-constexpr size_t kSlots = 1 << 12;
+// Distinct functions of one window: about a hundred today; a full table is reported, not hidden.
+constexpr int kBits = 12;
+constexpr size_t kSlots = size_t{1} << kBits;
 constexpr size_t kMaxUsed = kSlots * 3 / 4;
 
 struct Slot {
@@ -54,17 +55,8 @@ struct Recorder {
 
 Recorder g;
 
-NOTRACE void say(const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "shaddr-trace: %s\n", buf);
-}
-
 NOTRACE void record(uintptr_t fn) {
-  size_t i = static_cast<size_t>((fn >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - 12);
+  size_t i = static_cast<size_t>((fn >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - kBits);
   for (;; i = (i + 1) & (kSlots - 1)) {
     Slot &s = g.slots[i];
     if (s.fn == fn) {
@@ -80,7 +72,7 @@ NOTRACE void record(uintptr_t fn) {
   g.slots[i] = Slot{fn, 1, static_cast<uint32_t>(g.used++)};
 }
 
-NOTRACE void put(int fd, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) NOTRACE void put(int fd, const char *fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -106,7 +98,7 @@ NOTRACE void flush(bool complete) {
     std::snprintf(file, sizeof file, "%s.pid%d", g.path, static_cast<int>(getpid()));
   const int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    say("cannot write %s", file);
+    std::fprintf(stderr, "shaddr-trace: cannot write %s\n", file);
     return;
   }
   put(fd, "object %s\n", g.object);
@@ -127,7 +119,7 @@ __attribute__((constructor)) NOTRACE void arm() {
   const char *call = std::getenv("SHADDR_TRACE_CALL");
   g.call = call && *call ? std::atol(call) : 3;
   if (g.call < 1) {
-    say("SHADDR_TRACE_CALL=%s: not a call's ordinal", call);
+    std::fprintf(stderr, "shaddr-trace: SHADDR_TRACE_CALL=%s: not a call's ordinal\n", call);
     return;
   }
   std::snprintf(g.path, sizeof g.path, "%s", path);
@@ -135,7 +127,7 @@ __attribute__((constructor)) NOTRACE void arm() {
   // The entry is looked up in this library itself, not the process's first definition.
   Dl_info self{};
   if (!dladdr(reinterpret_cast<void *>(&arm), &self) || !self.dli_fname) {
-    say("dladdr failed on the recorder itself");
+    std::fprintf(stderr, "shaddr-trace: dladdr failed on the recorder itself\n");
     return;
   }
   g.base = reinterpret_cast<uintptr_t>(self.dli_fbase);
@@ -144,7 +136,8 @@ __attribute__((constructor)) NOTRACE void arm() {
   void *entry = handle ? dlsym(handle, name) : nullptr;
   Dl_info where{};
   if (!entry || !dladdr(entry, &where) || where.dli_fbase != self.dli_fbase) {
-    say("%s is not a function of %s: nothing traced", name, self.dli_fname);
+    std::fprintf(stderr, "shaddr-trace: %s is not a function of %s: nothing traced\n", name,
+                 self.dli_fname);
     return;
   }
   g.entry = reinterpret_cast<uintptr_t>(entry);
