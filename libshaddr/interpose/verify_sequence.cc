@@ -36,9 +36,6 @@ const char *const kCallName[SHADDR_IP_COUNT] = {
   std::_Exit(kAbortCode);  // MPI_Abort does not return; in case it does
 }
 
-  return h;
-}
-
 namespace {
 
 const char *const kOpName[SHADDR_OP_COUNT] = {"MPI_SUM",  "MPI_PROD", "MPI_MIN",    "MPI_MAX",
