@@ -6,6 +6,7 @@ from statistics import median
 from typing import Optional
 
 from .costs import COLLS, copy_bw, must_move
+from .topomodel import lookup
 from .text import fmt_size
 
 
@@ -440,3 +441,33 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
         columns=["contender", "same MPI, shaddr off", "points", "as fast", "within noise",
                  "slower beyond the noise at", "ping-pong, same code", "re-measured", "verdict"],
         rows=rows)]
+
+
+def predicted_vs_published(tm):
+    """The topology model's predictions (topomodel.predict_all(): a model, not a measurement)
+    at the points where another library published a figure, beside that figure: one Goal, not
+    judged (a model's number does not meet or miss a goal), or [] without a model."""
+    if not tm or tm.get("error") or not tm.get("published"):
+        return []
+    rows = []
+    for p in tm["published"]:
+        row = (lookup(tm, p["machine"], p["ranks"], p["coll"], p["bytes"])
+               if p.get("ranks") and p.get("bytes") else None)
+        published = f"{p['us']:.0f}" if p.get("us") is not None else "none published"
+        if row is None:
+            rows.append([p["what"], published, "—", "—", "—", p["source"]])
+            continue
+        hier = row["hier_us"]
+        rows.append([p["what"], published, f"{row['flat_us']:.0f} ({row['flat_by']})",
+                     f"{hier:.0f} ({row['hier_by']})" if hier is not None else "—",
+                     f"{p['us'] / min(row['flat_us'], hier or row['flat_us']):.2f}"
+                     if p.get("us") else "—", p["source"]])
+    return [Goal("Predicted where it cannot be measured, beside published figures",
+                 "model, not measured", None, "not judged (a model)",
+                 how="The model's flat and hierarchical times (us, and what bounds each) at the "
+                     "point another library's figure was published; the last number is the "
+                     "published time over the model's faster one (above 1: the model is more "
+                     "optimistic than that library measured).",
+                 columns=["published figure", "published (us)", "model flat", "model hierarchical",
+                          "published / model", "source"],
+                 rows=rows)]

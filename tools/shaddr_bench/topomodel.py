@@ -359,7 +359,7 @@ def predict_all(build, links=None, machines=None):
                 node = node_from_info(topology_info(build, xml, f"0-{n - 1}"))
                 per.append({"n": n, "grouping": node.describe(),
                             "rows": predict_node(node, m, common)})
-        except (OSError, RuntimeError, ValueError) as e:
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as e:
             return {"error": str(e)}
         out["machines"].append({"key": key, "name": m["name"], "cores": cores, "ranks": per,
                                 "sources": {k: v for k, v in m.items() if k not in ("name", "cores")}})
