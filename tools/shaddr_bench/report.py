@@ -238,7 +238,7 @@ def topology_model_md(tm):
         for coll in topomodel.COLLS:
             for s in topomodel.SIZES:
                 cells = [topomodel.lookup(tm, m["key"], n, coll, s) for n in ns]
-                rows.append([coll, fmt_size(s)] + [topomodel.cell(c) if c else "" for c in cells])
+                rows.append([coll, fmt_size(s)] + [model_cell(c) if c else "" for c in cells])
         md += [md_table(["coll", "size"] + [f"{n} ranks" for n in ns], rows), ""]
     md += goals_md(predicted_vs_published(tm))
     src = []
@@ -251,6 +251,15 @@ def topology_model_md(tm):
     md += ["Inputs (`tools/shaddr_bench/topology_links.json`; GB/s per direction):\n",
            md_table(["machine", "input", "value", "source"], src), ""]
     return md
+
+
+def model_cell(row):
+    """flat / hierarchical us, the model's pick in bold."""
+    f = fmt_us(row["flat_us"])
+    if row["hier_us"] is None:
+        return f"{f} / — (flat)"
+    h = fmt_us(row["hier_us"])
+    return f"**{f}** / {h}" if row["pick"] == "flat" else f"{f} / **{h}**"
 
 
 def json_value(v):

@@ -43,7 +43,6 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 
-from .text import fmt_size, fmt_us
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -96,18 +95,14 @@ class Node:
     notes: list = field(default_factory=list)
 
     def describe(self):
-        if not self.levels:
-            return "flat"
+        """"package 2x96, numa 8x24": each level, its groups and their sizes ("2x8/24": sizes
+        8 and 24); "flat" without levels."""
         out = []
         for lv in self.levels:
-            sizes = {}
-            for g in lv["group"]:
-                sizes[g] = sizes.get(g, 0) + 1
-            counts = sorted(set(sizes.values()))
-            size = "x".join(str(c) for c in counts) if len(counts) == 1 else \
-                "/".join(str(c) for c in counts)
-            out.append(f"{'='.join([lv['level']] + lv['same_as'])} {len(lv['leader'])}x{size}")
-        return ", ".join(out)
+            sizes = sorted({len(m) for m in groups_of(lv).values()})
+            out.append(f"{'='.join([lv['level']] + lv['same_as'])} {len(lv['leader'])}x"
+                       + "/".join(map(str, sizes)))
+        return ", ".join(out) or "flat"
 
 
 def node_from_info(info):
@@ -378,12 +373,3 @@ def lookup(tm, machine, n, coll, size):
                 if row["coll"] == coll and row["bytes"] == size:
                     return row
     return None
-
-
-def cell(row):
-    """A table cell: flat / hierarchical us, the pick marked."""
-    f = fmt_us(row["flat_us"])
-    if row["hier_us"] is None:
-        return f"{f} / — (flat)"
-    h = fmt_us(row["hier_us"])
-    return f"**{f}** / {h}" if row["pick"] == "flat" else f"{f} / **{h}**"
