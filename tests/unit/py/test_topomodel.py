@@ -183,3 +183,25 @@ def test_report_section_without_a_model():
 
 def test_a_missing_shaddr_info_is_an_error_not_a_table(tmp_path):
     assert "error" in topomodel.predict_all(str(tmp_path), machines=["laptop-8c"])
+
+
+@needs_info
+def test_make_runs_report_carries_the_section(table, tmp_path, monkeypatch):
+    """report.report() on a fabricated results.json document (two contenders, no guest): the
+    model's section is in report.md, after the measured parts, labelled as a model."""
+    import synth
+    monkeypatch.setattr(report, "plots", lambda *a, **k: [])  # not what is tested; slow
+    doc = {"date": "2026-12-02T14:00:00", "host": "h", "cpu": "c", "cores": 2, "ranks": 2,
+           "sizes": "8:4M", "short": True, "seconds": 1.0, "kernel": "k", "rounds": 1,
+           "copy_limit": synth.copy_limit(), "node_bw": {}, "model": {},
+           "contenders": {"mpich": synth.contender(lambda c, s: 2.0 + s / 5000),
+                          "interposer-mpich": synth.contender(lambda c, s: 1.0 + s / 9000)},
+           "topology_model": table}
+    report.report(doc, str(tmp_path))
+    md = (tmp_path / "report.md").read_text()
+    head = "## Flat vs hierarchical on bigger machines — **model, not measured**"
+    assert head in md and md.index(head) > md.index("## Latency, max over ranks")
+    assert "| Open MPI coll/xhc, MPI_Bcast 1 MiB, 48 ranks" in md
+    del doc["topology_model"]  # an older results.json
+    report.report(doc, str(tmp_path))
+    assert "Not computed in this run." in (tmp_path / "report.md").read_text()
