@@ -453,21 +453,25 @@ def predicted_vs_published(tm):
     for p in tm["published"]:
         row = (lookup(tm, p["machine"], p["ranks"], p["coll"], p["bytes"])
                if p.get("ranks") and p.get("bytes") else None)
-        published = f"{p['us']:.0f}" if p.get("us") is not None else "none published"
+        point = (f"{p['coll']} {fmt_size(p['bytes'])}, {p['ranks']} ranks, {p['machine']}"
+                 if row else p["machine"])
+        published = (f"{p['us']:g} ({p['algorithm']})" if p.get("us") is not None
+                     else "none published")
         if row is None:
-            rows.append([p["what"], published, "—", "—", "—", p["source"]])
+            rows.append([p["what"], point, published, "—", "—", "—", p["source"]])
             continue
-        hier = row["hier_us"]
-        rows.append([p["what"], published, f"{row['flat_us']:.0f} ({row['flat_by']})",
-                     f"{hier:.0f} ({row['hier_by']})" if hier is not None else "—",
-                     f"{p['us'] / min(row['flat_us'], hier or row['flat_us']):.2f}"
-                     if p.get("us") else "—", p["source"]])
+        model = {"flat": row["flat_us"], "hierarchical": row["hier_us"]}
+        same = model.get(p.get("algorithm"))
+        rows.append([p["what"], point, published,
+                     f"{row['flat_us']:.3g} ({row['flat_by']})",
+                     f"{row['hier_us']:.3g} ({row['hier_by']})" if row["hier_us"] else "—",
+                     f"{p['us'] / same:.2f}" if same and p.get("us") else "—", p["source"]])
     return [Goal("Predicted where it cannot be measured, beside published figures",
                  "model, not measured", None, "not judged (a model)",
                  how="The model's flat and hierarchical times (us, and what bounds each) at the "
-                     "point another library's figure was published; the last number is the "
-                     "published time over the model's faster one (above 1: the model is more "
-                     "optimistic than that library measured).",
-                 columns=["published figure", "published (us)", "model flat", "model hierarchical",
-                          "published / model", "source"],
+                     "points another library published a time for; the ratio is the published "
+                     "time over the model's time for the same algorithm (above 1: the model is "
+                     "more optimistic than that library measured, below 1: more pessimistic).",
+                 columns=["published", "point", "published us (algorithm)", "model flat",
+                          "model hierarchical", "published / model", "source"],
                  rows=rows)]

@@ -229,7 +229,8 @@ def topology_model_md(tm):
         "or labelled assumptions (below): the times are optimistic, and the flat times ignore "
         "cache-to-cache forwarding across the link (an upper bound on flat's link load). Root "
         "0; cells: **flat** / **hierarchical** us, the model's pick in bold; Allgather: S per "
-        "rank.\n"]
+        "rank. The published measurements after the tables are its check: where they "
+        "disagree, the model is wrong.\n"]
     for m in tm["machines"]:
         ns = [r["n"] for r in m["ranks"]]
         md.append(f"**{m['name']}** (model): " + "; ".join(

@@ -169,9 +169,15 @@ def test_report_section_and_published_figures(table):
     assert "UPI" in md and "assumption" in md  # the inputs' sources
     g = goals.predicted_vs_published(table)[0]
     assert g.met is None and g.where == "model, not measured"
-    xhc, acoll = g.rows
-    assert xhc[1] == "165" and "package link" in xhc[2] and "core copy" in xhc[3]
-    assert acoll[1] == "none published" and "#12484" in acoll[-1]
+    flat, hier, flat64, hier64, acoll = g.rows
+    assert flat[1] == "bcast 1 MiB, 48 ranks, icelake-2s-48c"
+    assert flat[2] == "166.5 (flat)" and hier[2] == "167.9 (hierarchical)"
+    assert "package link" in flat[3] and "core copy" in flat[4]
+    # Each published time against the model's time for the same algorithm.
+    row = topomodel.lookup(table, "icelake-2s-48c", 48, "bcast", MIB)
+    assert flat[5] == f"{166.5 / row['flat_us']:.2f}" and hier[5] == f"{167.9 / row['hier_us']:.2f}"
+    assert "ICX-48_xhc_vanilla_flat_16K.txt" in flat[-1] and "64 KiB" in flat64[1]
+    assert acoll[2] == "none published" and "#12484" in acoll[-1]
 
 
 def test_report_section_without_a_model():
@@ -201,7 +207,7 @@ def test_make_runs_report_carries_the_section(table, tmp_path, monkeypatch):
     md = (tmp_path / "report.md").read_text()
     head = "## Flat vs hierarchical on bigger machines — **model, not measured**"
     assert head in md and md.index(head) > md.index("## Latency, max over ranks")
-    assert "| Open MPI coll/xhc, MPI_Bcast 1 MiB, 48 ranks" in md
+    assert "| Open MPI coll/xhc, flat (coll_xhc_hierarchy=flat) | bcast 1 MiB, 48 ranks" in md
     del doc["topology_model"]  # an older results.json
     report.report(doc, str(tmp_path))
     assert "Not computed in this run." in (tmp_path / "report.md").read_text()
