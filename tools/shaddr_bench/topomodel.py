@@ -356,8 +356,9 @@ def predict_all(build, links=None, machines=None):
                             "rows": predict_node(node, m, common)})
         except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as e:
             return {"error": str(e)}
+        inputs = {k: v for k, v in m.items() if k not in ("name", "cores")}
         out["machines"].append({"key": key, "name": m["name"], "cores": cores, "ranks": per,
-                                "sources": {k: v for k, v in m.items() if k not in ("name", "cores")}})
+                                "sources": inputs})
     return out
 
 
