@@ -30,7 +30,7 @@ void usage(FILE *out) {
   std::fprintf(out,
                "Usage: shaddr-info [--help] [--settings[=markdown]] [--calibration-path]\n"
                "                   [--model]\n"
-               "       shaddr-info --topology [FILE.xml] [--cpus LIST]\n"
+               "       shaddr-info --topology [FILE.xml] [--cpus LIST] [--json]\n"
                "Prints the shaddr kernel module's ABI version and features (from the\n"
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"
                "(%s/*). Exit status 0 if the module answered, 1 otherwise.\n"
@@ -45,7 +45,9 @@ void usage(FILE *out) {
                "--topology: this machine's packages, NUMA nodes and shared caches (hwloc, else\n"
                "sysfs), or those of an hwloc XML FILE (lstopo's output), where this process\n"
                "runs, and with --cpus LIST (\"0-23,48\") how ranks bound one to each CPU of\n"
-               "LIST would be grouped under $SHADDR_TOPOLOGY (docs/topology.md).\n",
+               "LIST would be grouped under $SHADDR_TOPOLOGY (docs/topology.md); --json: the\n"
+               "levels and that grouping as one JSON object, for tools (not where this process\n"
+               "runs).\n",
                kStatsDir);
 }
 
@@ -186,9 +188,78 @@ std::string bytes_text(uint64_t b) {
                                                 : std::to_string(b) + " B";
 }
 
+// Ranks bound one to each CPU of @rank_cpus, located in @topo: 0, or 2 with a message when a
+// CPU is not in it.
+int locate_ranks(const shaddr::Topology &topo, const std::vector<int> &rank_cpus,
+                 std::vector<shaddr::RankLocation> *ranks) {
+  for (int c : rank_cpus) {
+    if (!topo.cpus.has(c)) {
+      std::fprintf(stderr, "shaddr-info: --cpus: cpu %d is not in the topology (%s)\n", c,
+                   topo.cpus.str().c_str());
+      return 2;
+    }
+    shaddr::CpuSet one;
+    one.add(c);
+    ranks->push_back(shaddr::locate(topo, one, c));
+  }
+  return 0;
+}
+
+std::string json_ints(const std::vector<int> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string json_levels(shaddr::LevelMask mask) {
+  std::string s = "[";
+  for (shaddr::Level l : shaddr::kAllLevels)
+    if (mask & shaddr::level_bit(l)) s += (s.size() > 1 ? ", " : "") + json(level_name(l));
+  return s + "]";
+}
+
+// --topology --json: what the text shows of the levels and the grouping, as one object, so that
+// tools (tools/shaddr_bench/topomodel.py) read it without parsing prose.
+void print_topology_json(const shaddr::Topology &topo, const shaddr::TopologyChoice &choice,
+                         const std::vector<int> &rank_cpus,
+                         const std::vector<shaddr::RankLocation> &ranks) {
+  using namespace shaddr;
+  std::printf("{\"source\": %s, \"cpus\": %s, \"levels\": {", json(topo.source).c_str(),
+              json(topo.cpus.str()).c_str());
+  for (size_t i = 0; i < kLevels; i++) {
+    std::printf("%s%s: [", i ? ", " : "", json(level_name(kAllLevels[i])).c_str());
+    const std::vector<Domain> &doms = topo.domains[i];
+    for (size_t d = 0; d < doms.size(); d++)
+      std::printf("%s{\"os_index\": %d, \"cpus\": %s, \"cache_bytes\": %llu}", d ? ", " : "",
+                  doms[d].os_index, json(doms[d].cpus.str()).c_str(),
+                  static_cast<unsigned long long>(doms[d].cache_bytes));
+    std::printf("]");
+  }
+  std::printf("}, \"setting\": {\"automatic\": %s, \"levels\": %s}",
+              choice.automatic ? "true" : "false", json_levels(choice.levels).c_str());
+  if (!ranks.empty()) {
+    const Grouping g = group_ranks(ranks, choice.levels);
+    std::printf(", \"rank_cpus\": %s, \"grouping\": {\"levels\": [", json_ints(rank_cpus).c_str());
+    for (size_t i = 0; i < g.levels.size(); i++) {
+      const LevelGroups &lv = g.levels[i];
+      std::printf("%s{\"level\": %s, \"same_as\": %s, \"group\": %s, \"leader\": %s, "
+                  "\"domain\": %s}",
+                  i ? ", " : "", json(level_name(lv.level)).c_str(),
+                  json_levels(lv.same_as).c_str(), json_ints(lv.group).c_str(),
+                  json_ints(lv.leader).c_str(), json_ints(lv.domain).c_str());
+    }
+    std::printf("], \"notes\": [");
+    for (size_t i = 0; i < g.notes.size(); i++)
+      std::printf("%s%s", i ? ", " : "", json(g.notes[i]).c_str());
+    std::printf("]}");
+  }
+  std::printf("}\n");
+}
+
 // The levels (each domain with its CPUs), this process's place in them (the machine only),
-// and the grouping of ranks bound to the CPUs of @cpus_arg (one rank per CPU, in its order).
-int print_topology(const char *file, const char *cpus_arg) {
+// and the grouping of ranks bound to the CPUs of @cpus_arg (one rank per CPU, in its order);
+// @as_json: levels and grouping as JSON (print_topology_json).
+int print_topology(const char *file, const char *cpus_arg, bool as_json) {
   using namespace shaddr;
   TopologyChoice choice;
   std::string why;
@@ -217,6 +288,12 @@ int print_topology(const char *file, const char *cpus_arg) {
     return 1;
   }
   const Topology &topo = file ? loaded : machine_topology();
+  std::vector<RankLocation> ranks;
+  if (int err = locate_ranks(topo, rank_cpus, &ranks)) return err;
+  if (as_json) {
+    print_topology_json(topo, choice, rank_cpus, ranks);
+    return 0;
+  }
   std::printf("source:      %s\ncpus:        %s (%d)\n", topo.source.c_str(),
               topo.cpus.str().c_str(), topo.cpus.count());
   for (Level l : kAllLevels) {
@@ -266,18 +343,7 @@ int print_topology(const char *file, const char *cpus_arg) {
       }
     }
   }
-  if (!rank_cpus.empty()) {
-    std::vector<RankLocation> ranks;
-    for (int c : rank_cpus) {
-      if (!topo.cpus.has(c)) {
-        std::fprintf(stderr, "shaddr-info: --cpus: cpu %d is not in the topology (%s)\n", c,
-                     topo.cpus.str().c_str());
-        return 2;
-      }
-      CpuSet one;
-      one.add(c);
-      ranks.push_back(locate(topo, one, c));
-    }
+  if (!ranks.empty()) {
     std::printf("grouping of %zu ranks bound to cpus %s:\n", ranks.size(), cpus_arg);
     const std::string text = describe(group_ranks(ranks, choice.levels));
     for (size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1)
@@ -295,18 +361,20 @@ int main(int argc, char **argv) {
                                  {"model", no_argument, nullptr, 'm'},
                                  {"topology", no_argument, nullptr, 't'},
                                  {"cpus", required_argument, nullptr, 'p'},
+                                 {"json", no_argument, nullptr, 'j'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
-  bool topology = false;
+  bool topology = false, as_json = false;
   const char *cpus = nullptr;
   for (int c; (c = getopt_long(argc, argv, "h", kLong, nullptr)) != -1;) {
     if (c == 'h') {
       usage(stdout);
       return 0;
     }
-    if (c == 't' || c == 'p') {
+    if (c == 't' || c == 'p' || c == 'j') {
       topology = true;
       if (c == 'p') cpus = optarg;
+      if (c == 'j') as_json = true;
       continue;
     }
     if (c == 'c') return print_calibration_path();
@@ -318,7 +386,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (topology && optind + 1 >= argc)
-    return print_topology(optind < argc ? argv[optind] : nullptr, cpus);
+    return print_topology(optind < argc ? argv[optind] : nullptr, cpus, as_json);
   if (optind < argc) {
     std::fprintf(stderr, "shaddr-info: unknown argument '%s'\n", argv[optind]);
     usage(stderr);

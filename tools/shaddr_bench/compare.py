@@ -25,7 +25,7 @@ import platform
 import sys
 import time
 
-from . import calibration, confirm
+from . import calibration, confirm, topomodel
 from .judge import confirm_losses, cost_model
 from .report import report, summary
 from .rounds import merge_rounds
@@ -165,6 +165,8 @@ def main():
                            [c for c in vm_cs if c.name in set(args.only.split(","))],
                            build, args, out_dir)
     doc["model"] = cost_model(res, limit, args.ranks, node_bw)
+    if not args.inner_vm:  # the machines this one is not: a model (docs/topology.md)
+        doc["topology_model"] = topomodel.predict_all(build)
     doc["seconds"] = time.time() - t0
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)

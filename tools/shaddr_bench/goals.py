@@ -6,6 +6,7 @@ from statistics import median
 from typing import Optional
 
 from .costs import COLLS, copy_bw, must_move
+from .topomodel import lookup
 from .text import fmt_size
 
 
@@ -440,3 +441,37 @@ def against_shaddr_off(res, where, confirmation=None, pairs=None):
         columns=["contender", "same MPI, shaddr off", "points", "as fast", "within noise",
                  "slower beyond the noise at", "ping-pong, same code", "re-measured", "verdict"],
         rows=rows)]
+
+
+def predicted_vs_published(tm):
+    """The topology model's predictions (topomodel.predict_all(): a model, not a measurement)
+    at the points where another library published a figure, beside that figure: one Goal, not
+    judged (a model's number does not meet or miss a goal), or [] without a model."""
+    if not tm or tm.get("error") or not tm.get("published"):
+        return []
+    rows = []
+    for p in tm["published"]:
+        row = (lookup(tm, p["machine"], p["ranks"], p["coll"], p["bytes"])
+               if p.get("ranks") and p.get("bytes") else None)
+        point = (f"{p['coll']} {fmt_size(p['bytes'])}, {p['ranks']} ranks, {p['machine']}"
+                 if row else p["machine"])
+        published = (f"{p['us']:g} ({p['algorithm']})" if p.get("us") is not None
+                     else "none published")
+        if row is None:
+            rows.append([p["what"], point, published, "—", "—", "—", p["source"]])
+            continue
+        model = {"flat": row["flat_us"], "hierarchical": row["hier_us"]}
+        same = model.get(p.get("algorithm"))
+        rows.append([p["what"], point, published,
+                     f"{row['flat_us']:.3g} ({row['flat_by']})",
+                     f"{row['hier_us']:.3g} ({row['hier_by']})" if row["hier_us"] else "—",
+                     f"{p['us'] / same:.2f}" if same and p.get("us") else "—", p["source"]])
+    return [Goal("Predicted where it cannot be measured, beside published figures",
+                 "model, not measured", None, "not judged (a model)",
+                 how="The model's flat and hierarchical times (us, and what bounds each) at the "
+                     "points another library published a time for; the ratio is the published "
+                     "time over the model's time for the same algorithm (above 1: the model is "
+                     "more optimistic than that library measured, below 1: more pessimistic).",
+                 columns=["published", "point", "published us (algorithm)", "model flat",
+                          "model hierarchical", "published / model", "source"],
+                 rows=rows)]

@@ -4,9 +4,9 @@ and the short summary printed at the end, rendered from results.json's document.
 import os
 import platform
 
-from . import alloccost, calibration, commcost, fortran
+from . import alloccost, calibration, commcost, fortran, topomodel
 from .costs import COLLS, MUST_MOVE_DOC, copy_bw, must_move
-from .goals import against_shaddr_off, goals as judge_goals, is_shaddr
+from .goals import against_shaddr_off, goals as judge_goals, is_shaddr, predicted_vs_published
 from .runner import say
 from .text import fmt_size, fmt_us, md_table
 
@@ -208,6 +208,65 @@ def churn_mappings(res, n, params):
     return rows
 
 
+def topology_model_md(tm):
+    """The section of topomodel.predict_all()'s table: per machine, flat vs hierarchical per
+    collective, size and rank count, labelled as a model; the published figures beside it; the
+    inputs and their sources."""
+    head = ["", "## Flat vs hierarchical on bigger machines — **model, not measured**\n"]
+    if not tm:
+        return head + ["Not computed in this run.\n"]
+    if tm.get("error"):
+        return head + [f"Not computed: {tm['error']}.\n"]
+    md = head + [
+        "No machine here has more than one NUMA node, so this part is **predicted, not "
+        "measured** ([topology.md](../../docs/topology.md), \"Predicted\"; "
+        "`tools/shaddr_bench/topomodel.py`): the synthetic hwloc machines of "
+        "`tests/unit/topology/`, grouped as libshaddr groups them (`shaddr-info --topology "
+        "FILE --cpus 0-N --json`, one rank per core), every algorithm as the single copies it "
+        "makes, its time the busiest resource (each reader's core, the package link, a NUMA "
+        "node's path, an L3 domain's link, memory beyond the shared cache) plus one "
+        "synchronisation per pipelined stage. The bandwidths are vendors' theoretical peaks "
+        "or labelled assumptions (below): the times are optimistic, and the flat times ignore "
+        "cache-to-cache forwarding across the link (an upper bound on flat's link load). Root "
+        "0; cells: **flat** / **hierarchical** us, the model's pick in bold; Allgather: S per "
+        "rank. The published measurements after the tables are its check: where they "
+        "disagree, the model is wrong.\n"]
+    for m in tm["machines"]:
+        ns = [r["n"] for r in m["ranks"]]
+        md.append(f"**{m['name']}** (model): " + "; ".join(
+            f"{r['n']} ranks: {r['grouping']}" for r in m["ranks"]) + "\n")
+        rows = []
+        for coll in topomodel.COLLS:
+            for s in topomodel.SIZES:
+                cells = [topomodel.lookup(tm, m["key"], n, coll, s) for n in ns]
+                rows.append([coll, fmt_size(s)] + [model_cell(c) if c else "" for c in cells])
+        md += [md_table(["coll", "size"] + [f"{n} ranks" for n in ns], rows), ""]
+    md += goals_md(predicted_vs_published(tm))
+    src = []
+    for m in tm["machines"]:
+        for k, v in m["sources"].items():
+            if v and v.get("value") is not None:
+                src.append([m["key"], k, str(v["value"]), v["source"]])
+    for k, v in tm["common"].items():
+        src.append(["all", k, json_value(v["value"]), v["source"]])
+    md += ["Inputs (`tools/shaddr_bench/topology_links.json`; GB/s per direction):\n",
+           md_table(["machine", "input", "value", "source"], src), ""]
+    return md
+
+
+def model_cell(row):
+    """flat / hierarchical us, the model's pick in bold."""
+    f = fmt_us(row["flat_us"])
+    if row["hier_us"] is None:
+        return f"{f} / — (flat)"
+    h = fmt_us(row["hier_us"])
+    return f"**{f}** / {h}" if row["pick"] == "flat" else f"{f} / **{h}**"
+
+
+def json_value(v):
+    return ", ".join(f"{k} {x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+
+
 def report(doc, out_dir):
     n, limit, res = doc["ranks"], doc["copy_limit"], doc["contenders"]
     pick = {8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20}
@@ -368,6 +427,7 @@ def report(doc, out_dir):
             rows = [[k] + [fmt_us(t) for t in v["projection"][str(cores)].values()]
                     for k, v in cm.items()]
             md += [f"**{cores} cores (model)**\n", md_table(head, rows), ""]
+    md += topology_model_md(doc.get("topology_model"))
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
 
