@@ -17,6 +17,7 @@
 // from REVOKE/REMOVE/close or has exited (and was reaped), every read must raise SIGBUS.
 #pragma once
 
+#include <dirent.h>
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
@@ -293,6 +294,46 @@ inline std::string describe_status(int status) {
     return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
            strsignal(WTERMSIG(status)) + ")";
   return "status " + std::to_string(status);
+}
+
+// What each thread of a live process is doing, for the message of a child that did not answer:
+// per thread its name, state, CPU ticks and kernel stack (root reads /proc/PID/task/T/stack).
+inline std::string describe_tasks(pid_t pid) {
+  auto slurp = [](const std::string &path) {
+    std::string text;
+    if (FILE *f = fopen(path.c_str(), "r")) {
+      char buf[512];
+      for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) text.append(buf, n);
+      fclose(f);
+    }
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  };
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR *d = opendir(dir.c_str());
+  if (!d) return "process " + std::to_string(pid) + ": gone";
+  std::string out;
+  while (const dirent *e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string t = dir + "/" + e->d_name;
+    // stat: "tid (comm) S ... utime stime" (fields 14 and 15).
+    const std::string stat = slurp(t + "/stat");
+    const size_t close = stat.rfind(')');
+    std::string state = "?", ticks = "?";
+    if (close != std::string::npos) {
+      std::vector<std::string> f;
+      for (size_t i = close + 2, j; i < stat.size(); i = j + 1) {
+        j = stat.find(' ', i);
+        if (j == std::string::npos) j = stat.size();
+        f.push_back(stat.substr(i, j - i));
+      }
+      if (f.size() > 12) state = f[0], ticks = f[11] + "+" + f[12];
+    }
+    out += "\n    task " + std::string(e->d_name) + " (" + slurp(t + "/comm") + ") " + state +
+           ", user+sys ticks " + ticks + "\n      " + slurp(t + "/stack");
+  }
+  closedir(d);
+  return out;
 }
 
 // waitpid with a limit: true and *status once `pid` is reaped, false after `seconds`.

@@ -57,10 +57,15 @@ double slowdown() {
   return f >= 1 ? f : 1;
 }
 
+// A liveness bound of `s` seconds on a release kernel, stretched by the slowdown: the bounds
+// catch a hung kernel, and the debug kernel's signals, faults and exits all take longer.
+double bound_s(double s) { return s * slowdown(); }
+void alarm_s(double s) { alarm(static_cast<unsigned>(bound_s(s))); }
+
 // Runs body() in a forked child bounded by alarm(timeout_s x slowdown()). The child's failed expectations
 // are printed by gtest there; the parent fails unless the child exits 0 in time.
 void in_child(int timeout_s, const std::function<void()> &body) {
-  timeout_s = static_cast<int>(timeout_s * slowdown());
+  timeout_s = static_cast<int>(bound_s(timeout_s));
   fflush(stdout);
   fflush(stderr);
   const pid_t pid = fork();
@@ -88,7 +93,7 @@ void in_child(int timeout_s, const std::function<void()> &body) {
     if (oops_at && now_s() > oops_at + 3) break;
   }
   if (!reaped) {
-    const bool killed = kill_and_reap(pid, oops_at ? 3 : 10);
+    const bool killed = kill_and_reap(pid, bound_s(oops_at ? 3 : 10));
     ADD_FAILURE() << "the test's child did not finish"
                   << (oops_at ? " after a kernel oops" : " in time")
                   << (killed ? "" : " and could not be killed (stuck in the kernel)");
@@ -106,7 +111,7 @@ class Lifetime : public ::testing::Test {
     install_probe_handlers();
   }
   void TearDown() override {
-    EXPECT_EQ(wait_counters_zero(10), "") << "live counters not back to 0";
+    EXPECT_EQ(wait_counters_zero(bound_s(10)), "") << "live counters not back to 0";
     const auto bad = kmsg_.bad_lines();
     EXPECT_TRUE(bad.empty()) << "kernel log during the test:" << join(bad);
   }
@@ -486,6 +491,10 @@ struct Ctl {
   std::atomic<uint64_t> sweeps{0};
   std::atomic<uint64_t> maps[2]{};
   std::atomic<uint32_t> acked[2]{};
+  // Where each importer is, for the message when one does not ack (string literals: the
+  // forked processes share the binary's addresses), and its mapper thread's last MAP result.
+  std::atomic<const char *> importer_at[2]{};
+  std::atomic<int> mapper_rc[2]{};
   std::atomic<uint64_t> bad_bits[kMaxRounds / 64]{};  // bit r: round r had a violation
   std::atomic<uint64_t> bad_reads{0}, good_reads{0}, sigbus_reads{0};
   std::atomic<int> stop{0};
@@ -669,7 +678,7 @@ class Helpers {
     acked_ = 0;
     go_ = r;
     go_.notify_all();
-    wait_until([&] { return acked_.load() == actions_.size(); }, 60);
+    wait_until([&] { return acked_.load() == actions_.size(); }, bound_s(60));
   }
 
  private:
@@ -742,7 +751,7 @@ TEST_F(Invalidation, TwoExporterThreadsDontneedTheSameRange) {
     const pid_t exporter = fork();
     ASSERT_GE(exporter, 0);
     if (exporter == 0) {
-      alarm(110);
+      alarm_s(110);
       Rng rng(seed);
       const int fd = open_dev();
       char *buf = map_aligned(kBlock, 2 * kMiB);
@@ -762,7 +771,7 @@ TEST_F(Invalidation, TwoExporterThreadsDontneedTheSameRange) {
       for (; r < Ctl::kMaxRounds && clock.go_on(r) && !c->stop; r++) {
         // Let the importer fault every page back in, so that there is something to zap.
         const uint64_t sw = c->sweeps.load();
-        wait_until([&] { return c->sweeps.load() >= sw + 2 || c->stop; }, 20);
+        wait_until([&] { return c->sweeps.load() >= sw + 2 || c->stop; }, bound_s(20));
         c->round = r;
         c->started = r + 1;
         const unsigned lag = static_cast<unsigned>(rng.below(4) * rng.below(2000));
@@ -772,23 +781,23 @@ TEST_F(Invalidation, TwoExporterThreadsDontneedTheSameRange) {
         c->done = r + 1;
       }
       c->rounds_run = r - 1;
-      wait_until([&] { return c->stop.load() != 0; }, 60);
+      wait_until([&] { return c->stop.load() != 0; }, bound_s(60));
       _exit(0);
     }
-    ASSERT_TRUE(wait_until([&] { return c->handle.load() != 0; }, 20));
+    ASSERT_TRUE(wait_until([&] { return c->handle.load() != 0; }, bound_s(20)));
     ManyWindows wins(kImporterFds);
     ASSERT_EQ(wins.map_all(c->handle), 0);
     {
       Readers readers(c, mg, kReaders, [](uint32_t) { return false; });
       readers.set(wins.addrs(), 0);
-      EXPECT_TRUE(wait_until([&] { return c->rounds_run.load() != 0; }, 100))
+      EXPECT_TRUE(wait_until([&] { return c->rounds_run.load() != 0; }, bound_s(100)))
           << "the exporter did not finish its rounds";
       readers.set({}, 0);
     }
     EXPECT_EQ(wins.unmap_all(), 0);
     c->stop = 1;
     int status = 0;
-    EXPECT_TRUE(wait_child(exporter, 20, &status) && exited_ok(status))
+    EXPECT_TRUE(wait_child(exporter, bound_s(20), &status) && exited_ok(status))
         << "exporter " << describe_status(status);
     EXPECT_EQ(c->exporter_error.load(), 0) << strerror(c->exporter_error.load());
     EXPECT_GE(c->rounds_run.load(), kMinDontneedRounds) << "too few rounds to mean anything";
@@ -808,7 +817,7 @@ TEST_F(Invalidation, RevokeRacingDontneed) {
     const pid_t exporter = fork();
     ASSERT_GE(exporter, 0);
     if (exporter == 0) {
-      alarm(110);
+      alarm_s(110);
       Rng rng(seed);
       const int fd = open_dev();
       char *buf = map_aligned(kBlock, 2 * kMiB);
@@ -834,7 +843,7 @@ TEST_F(Invalidation, RevokeRacingDontneed) {
         handle = t.handle;
         c->handle = t.handle;
         c->round = r;
-        if (!wait_until([&] { return c->mapped_round.load() == r || c->stop; }, 20)) break;
+        if (!wait_until([&] { return c->mapped_round.load() == r || c->stop; }, bound_s(20))) break;
         c->started = r + 1;
         const unsigned lag = static_cast<unsigned>(rng.below(4) * rng.below(2000));
         helpers.round(r, rng.chance(50) ? std::vector<unsigned>{0, lag}
@@ -842,11 +851,11 @@ TEST_F(Invalidation, RevokeRacingDontneed) {
         c->withdrawn_round = r;
         write_tags(buf, kBlockPages, mg, r + 1);
         c->done = r + 1;
-        if (!wait_until([&] { return c->finished_round.load() == r || c->stop; }, 20)) break;
+        if (!wait_until([&] { return c->finished_round.load() == r || c->stop; }, bound_s(20))) break;
       }
       c->rounds_run = r - 1;
       c->round = ~0u;
-      wait_until([&] { return c->stop.load() != 0; }, 60);
+      wait_until([&] { return c->stop.load() != 0; }, bound_s(60));
       _exit(0);
     }
     ManyWindows wins(kImporterFds / 2);  // (each round maps them anew)
@@ -855,7 +864,7 @@ TEST_F(Invalidation, RevokeRacingDontneed) {
       Readers readers(c, mg, kReaders,
                       [c](uint32_t round) { return c->withdrawn_round.load() >= round; });
       for (uint32_t r = 1;; r++) {
-        if (!wait_until([&] { return c->round.load() >= r; }, 20)) {
+        if (!wait_until([&] { return c->round.load() >= r; }, bound_s(20))) {
           ADD_FAILURE() << "the exporter did not start round " << r;
           break;
         }
@@ -865,12 +874,12 @@ TEST_F(Invalidation, RevokeRacingDontneed) {
         if (rc) break;
         readers.set(wins.addrs(), r);  // (MAP populated them)
         const uint64_t sw = c->sweeps.load();
-        wait_until([&] { return c->sweeps.load() >= sw + 1; }, 20);
+        wait_until([&] { return c->sweeps.load() >= sw + 1; }, bound_s(20));
         c->mapped_round = r;
         // Keep reading through the race and a few sweeps after it.
-        wait_until([&] { return c->done.load() == r + 1; }, 30);
+        wait_until([&] { return c->done.load() == r + 1; }, bound_s(30));
         const uint64_t sw2 = c->sweeps.load();
-        wait_until([&] { return c->sweeps.load() >= sw2 + 1; }, 20);
+        wait_until([&] { return c->sweeps.load() >= sw2 + 1; }, bound_s(20));
         readers.set({}, r);
         EXPECT_EQ(wins.unmap_all(), 0);
         c->finished_round = r;
@@ -879,7 +888,7 @@ TEST_F(Invalidation, RevokeRacingDontneed) {
     }
     c->stop = 1;
     int status = 0;
-    EXPECT_TRUE(wait_child(exporter, 20, &status) && exited_ok(status))
+    EXPECT_TRUE(wait_child(exporter, bound_s(20), &status) && exited_ok(status))
         << "exporter " << describe_status(status);
     EXPECT_EQ(c->exporter_error.load(), 0);
     EXPECT_EQ(rounds_done, c->rounds_run.load());
@@ -903,7 +912,7 @@ TEST_F(Invalidation, ExporterExitUnderTwoImporters) {
       importers[i] = fork();
       ASSERT_GE(importers[i], 0);
       if (importers[i] == 0) {
-        alarm(140);
+        alarm_s(140);
         // A mapper thread loops MAP/UNMAP of three windows (its populate holds the exporter's
         // mm, so the exporter's exit may leave the teardown to it); the main thread maps three
         // windows per round and sweeps them until it has seen the exporter reaped.
@@ -918,6 +927,7 @@ TEST_F(Invalidation, ExporterExitUnderTwoImporters) {
             }
             const bool exited_before = c->exited_round.load() >= r;
             const int rc = wins.map_all(c->handle.load());
+            c->mapper_rc[i] = rc;
             if (rc == 0) c->maps[i]++;
             if (rc == 0 && exited_before)
               c->violation(r, "MAP succeeded after the exporter was reaped");
@@ -935,18 +945,23 @@ TEST_F(Invalidation, ExporterExitUnderTwoImporters) {
           }
           const uint16_t mg = magic_for(100 + r);
           auto exited = [&] { return c->exited_round.load() >= r; };
+          c->importer_at[i] = "in MAP";
           const int rc = wins.map_all(c->handle.load());
           if (rc && rc != -ENOENT) c->violation(r, "MAP: " + std::string(strerror(-rc)));
           if (rc == 0) {
             // Until one whole sweep began after the exporter was reaped.
             for (bool last = false; !last && !c->stop;) {
+              c->importer_at[i] = exited() ? "sweeping after the reap" : "sweeping";
               last = exited();
               for (char *w : wins.addrs()) judge_sweep(c, w, mg, r, true, exited);
             }
           }
+          c->importer_at[i] = "in UNMAP";
           if (wins.unmap_all()) c->violation(r, "UNMAP failed");
-          if (!wait_until([&] { return exited() || c->stop; }, 30)) break;
-          wait_until([&] { return mapper_done.load() == r || c->stop; }, 30);
+          c->importer_at[i] = "waiting for the reap";
+          if (!wait_until([&] { return exited() || c->stop; }, bound_s(30))) break;
+          c->importer_at[i] = "waiting for its mapper thread's ENOENT";
+          wait_until([&] { return mapper_done.load() == r || c->stop; }, bound_s(30));
           c->acked[i] = acked = r;
         }
         mapper.join();
@@ -961,7 +976,7 @@ TEST_F(Invalidation, ExporterExitUnderTwoImporters) {
       const pid_t exporter = fork();
       ASSERT_GE(exporter, 0);
       if (exporter == 0) {
-        alarm(60);
+        alarm_s(60);
         const int fd = open_dev();
         char *buf = map_aligned(kBlock, 2 * kMiB);
         if (fd < 0 || !buf || set_slot_size(fd, kBlock)) _exit(10);
@@ -970,35 +985,43 @@ TEST_F(Invalidation, ExporterExitUnderTwoImporters) {
         shaddr_translate t;
         if (translate(fd, buf, kBlock, kRW, &t)) _exit(11);
         c->handle = t.handle;
-        wait_until([&] { return c->mapped_round.load() == r; }, 30);
+        wait_until([&] { return c->mapped_round.load() == r; }, bound_s(30));
         if (r % 2)
           std::thread([&] {
             for (;;) madvise(buf, kBlock, MADV_DONTNEED);
           }).detach();
         _exit(0);  // with the handle mapped by the importers, and the file open
       }
-      ASSERT_TRUE(wait_until([&] { return c->handle.load() != 0; }, 20));
+      ASSERT_TRUE(wait_until([&] { return c->handle.load() != 0; }, bound_s(20)));
       c->started = 1;
       c->done = 1;
       // Odd rounds: the exporter's DONTNEED thread zeroes its pages while it exits.
       if (r % 2) c->started = 2;
       c->round = r;
       const uint64_t m0 = c->maps[0], m1 = c->maps[1];
-      wait_until([&] { return c->maps[0] > m0 && c->maps[1] > m1; }, 20);
+      wait_until([&] { return c->maps[0] > m0 && c->maps[1] > m1; }, bound_s(20));
       sleep_ms(static_cast<double>(rng.below(10)));
       c->mapped_round = r;  // the exporter exits now
       int status = 0;
-      EXPECT_TRUE(wait_child(exporter, 30, &status) && exited_ok(status))
+      EXPECT_TRUE(wait_child(exporter, bound_s(30), &status) && exited_ok(status))
           << "exporter of round " << r << " " << describe_status(status);
       c->exited_round = r;
-      EXPECT_TRUE(wait_until([&] { return c->acked[0] == r && c->acked[1] == r; }, 30))
-          << "an importer did not see the handle of round " << r << " go";
+      auto at = [&](int i) {
+        const char *where = c->importer_at[i].load();
+        return std::string(where ? where : "not started") + " (its mapper's last MAP " +
+               std::to_string(c->mapper_rc[i].load()) + ")";
+      };
+      EXPECT_TRUE(wait_until([&] { return c->acked[0] == r && c->acked[1] == r; }, bound_s(30)))
+          << "an importer did not see the handle of round " << r << " go: importer 0 " << at(0)
+          << ", importer 1 " << at(1) << ", " << c->sigbus_reads << " SIGBUS so far"
+          << "\n  importer 0:" << describe_tasks(importers[0])
+          << "\n  importer 1:" << describe_tasks(importers[1]);
       if (::testing::Test::HasFailure()) break;
     }
     c->stop = 1;
     for (pid_t p : importers) {
       int status = 0;
-      EXPECT_TRUE(wait_child(p, 30, &status) && exited_ok(status))
+      EXPECT_TRUE(wait_child(p, bound_s(30), &status) && exited_ok(status))
           << "importer " << describe_status(status);
     }
     printf("  maps %llu + %llu\n", (unsigned long long)c->maps[0].load(),
@@ -1087,7 +1110,7 @@ TEST_F(HugeAttach, SigkillEndsA128GiBAttachQuickly) {
   const double t0 = now_s();
   int status = 0;
   kill(pid, SIGKILL);
-  const bool reaped = wait_child(pid, 20, &status);
+  const bool reaped = wait_child(pid, bound_s(20), &status);
   const double took = now_s() - t0;
   close(up[0]);
   printf("  SIGKILL %s the ATTACH: %s after %.2f s\n",
@@ -1211,7 +1234,7 @@ TEST_F(Lifetime, ExporterForkNeverShowsTheChildsCopy) {
     const pid_t exporter = fork();
     ASSERT_GE(exporter, 0);
     if (exporter == 0) {
-      alarm(50);
+      alarm_s(50);
       const int fd = open_dev();
       char *buf = map_aligned(kBlock, 2 * kMiB);
       if (fd < 0 || !buf || set_slot_size(fd, kBlock)) _exit(10);
@@ -1259,7 +1282,7 @@ TEST_F(Lifetime, ExporterForkNeverShowsTheChildsCopy) {
     EXPECT_EQ(s.bad, 0u) << "after the parent's write: " << s.first_bad;
     down.put('q');
     int status = 0;
-    EXPECT_TRUE(wait_child(exporter, 20, &status) && exited_ok(status));
+    EXPECT_TRUE(wait_child(exporter, bound_s(20), &status) && exited_ok(status));
     s = sweep(w, kBlockPages, mg, 0, 2, 2, true);
     EXPECT_EQ(s.ok + s.bad, 0u) << "reads after the exporter was reaped: " << s.first_bad;
     EXPECT_EQ(unmap_addr(fd, m.addr), 0);
@@ -1282,7 +1305,7 @@ TEST_F(Lifetime, CountersReturnToZeroAfterEveryTeardown) {
       const pid_t exporter = fork();
       ASSERT_GE(exporter, 0);
       if (exporter == 0) {
-        alarm(30);
+        alarm_s(30);
         int fd = open_dev();
         char *buf = map_aligned(2 * kBlock, 2 * kMiB);
         if (fd < 0 || !buf || set_slot_size(fd, kBlock)) _exit(10);
@@ -1307,7 +1330,7 @@ TEST_F(Lifetime, CountersReturnToZeroAfterEveryTeardown) {
       const pid_t importer = fork();
       ASSERT_GE(importer, 0);
       if (importer == 0) {
-        alarm(30);
+        alarm_s(30);
         install_probe_handlers();
         const int fd = open_dev();
         if (fd < 0 || set_slot_size(fd, kBlock)) _exit(10);
@@ -1360,18 +1383,18 @@ TEST_F(Lifetime, CountersReturnToZeroAfterEveryTeardown) {
       EXPECT_EQ(i_up.get<char>(), 'k');
       int st = 0;
       if (exporter_end == 1) {
-        EXPECT_TRUE(kill_and_reap(exporter, 10));
+        EXPECT_TRUE(kill_and_reap(exporter, bound_s(10)));
       } else {
         e_down.put('q');
-        EXPECT_TRUE(wait_child(exporter, 10, &st) && exited_ok(st)) << describe_status(st);
+        EXPECT_TRUE(wait_child(exporter, bound_s(10), &st) && exited_ok(st)) << describe_status(st);
       }
       if (importer_end == 1) {
-        EXPECT_TRUE(kill_and_reap(importer, 10));
+        EXPECT_TRUE(kill_and_reap(importer, bound_s(10)));
       } else {
         i_down.put('q');
-        EXPECT_TRUE(wait_child(importer, 10, &st) && exited_ok(st)) << describe_status(st);
+        EXPECT_TRUE(wait_child(importer, bound_s(10), &st) && exited_ok(st)) << describe_status(st);
       }
-      EXPECT_EQ(wait_counters_zero(5), "");
+      EXPECT_EQ(wait_counters_zero(bound_s(5)), "");
       if (::testing::Test::HasFailure()) return;
     }
   }
