@@ -18,7 +18,7 @@
 #include "shaddr/coll.h"
 #include "shaddr/settings.h"
 #include "shaddr/shaddr.h"
-#include "select.h"
+#include "plan_model.h"
 #include "settings.h"
 #include "topology.h"
 
@@ -163,7 +163,7 @@ std::string json(const std::string &s) {
 
 std::string json_or_null(const std::string &s) { return s.empty() ? "null" : json(s); }
 
-// What a node communicator made here would load as its cost model (select.h): which
+// What a node communicator made here would load as its cost model (plan_model.h): which
 // calibration it reads, of when, and the tuning file; tools read this, not libshaddr's
 // SHADDR_VERBOSE prose.
 int print_model() {
