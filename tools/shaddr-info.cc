@@ -2,6 +2,7 @@
 // shaddr-info: what the loaded shaddr module reports — ABI version, features, counters; and
 // (--settings) every setting as libshaddr declares it; (--calibration-path) where this machine's
 // calibration is read from; (--model) what libshaddr's cost model reads here, as JSON;
+// (--plan) the limits of the plan a node communicator of this process alone gets, as JSON;
 // (--topology) the machine's or an hwloc XML file's levels and how they group ranks.
 #include <getopt.h>
 #include <linux/shaddr.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@
 #include "shaddr/coll.h"
 #include "shaddr/settings.h"
 #include "shaddr/shaddr.h"
-#include "select.h"
+#include "plan_model.h"
 #include "settings.h"
 #include "topology.h"
 
@@ -29,7 +31,7 @@ constexpr const char *kStatsDir = "/sys/class/misc/" SHADDR_DEVICE_NAME "/stats"
 void usage(FILE *out) {
   std::fprintf(out,
                "Usage: shaddr-info [--help] [--settings[=markdown]] [--calibration-path]\n"
-               "                   [--model]\n"
+               "                   [--model] [--plan[=FALLBACK]]\n"
                "       shaddr-info --topology [FILE.xml] [--cpus LIST] [--json]\n"
                "Prints the shaddr kernel module's ABI version and features (from the\n"
                "SHADDR_IOC_VERSION ioctl on $SHADDR_DEVICE or /dev/shaddr) and its counters\n"
@@ -42,6 +44,12 @@ void usage(FILE *out) {
                "object: {\"calibration\": {\"path\", \"read\", \"date\"}, \"tuning_file\",\n"
                "\"error\"}; exit status 1 when the model cannot be read (a communicator would\n"
                "not be made).\n"
+               "--plan[=FALLBACK]: the limits of the plan that a node communicator of this\n"
+               "process alone gets against FALLBACK (none, mpich, openmpi, mpich-posix;\n"
+               "default mpich), as one JSON object: {\"fallback\", \"ranks\", \"backend\",\n"
+               "\"limits\": {\"slot_max\", \"bcast_fifo_max\", \"hier_segment\",\n"
+               "\"hier_mesh_max\"}} (docs/selection.md); exit status 1 when no communicator\n"
+               "can be made.\n"
                "--topology: this machine's packages, NUMA nodes and shared caches (hwloc, else\n"
                "sysfs), or those of an hwloc XML FILE (lstopo's output), where this process\n"
                "runs, and with --cpus LIST (\"0-23,48\") how ranks bound one to each CPU of\n"
@@ -165,7 +173,7 @@ std::string json(const std::string &s) {
 
 std::string json_or_null(const std::string &s) { return s.empty() ? "null" : json(s); }
 
-// What a node communicator made here would load as its cost model (select.h): which
+// What a node communicator made here would load as its cost model (plan_model.h): which
 // calibration it reads, of when, and the tuning file; tools read this, not libshaddr's
 // SHADDR_VERBOSE prose.
 int print_model() {
@@ -180,6 +188,47 @@ int print_model() {
               json_or_null(err ? "" : m.calibration_date()).c_str(), json_or_null(tuning).c_str(),
               err ? json(why).c_str() : "null");
   return err ? 1 : 0;
+}
+
+// The plan's limits (coll.h shaddr_plan_limits) as libshaddr decides them here, from a node
+// communicator of this one process: tools read them (shaddr-bench-multihost: the hierarchy's
+// piece size), not shaddr_plan_format's text. slot_max and bcast_fifo_max depend on the node
+// size and the backend; the hierarchy's limits do not.
+int print_plan(const char *fallback_name) {
+  static const char *const kFallbacks[] = {"none", "mpich", "openmpi", "mpich-posix"};
+  static_assert(std::size(kFallbacks) == SHADDR_FALLBACK_COUNT);
+  int f = 0;
+  while (f < SHADDR_FALLBACK_COUNT && std::strcmp(kFallbacks[f], fallback_name)) f++;
+  if (f == SHADDR_FALLBACK_COUNT) {
+    std::fprintf(stderr, "shaddr-info: --plan=%s: not none, mpich, openmpi or mpich-posix\n",
+                 fallback_name);
+    return 2;
+  }
+  shaddr_host host{};
+  host.size = 1;
+  host.allgather = [](const void *send, void *recv, size_t bytes, void *) {
+    std::memcpy(recv, send, bytes);
+    return 0;
+  };
+  host.barrier = [](void *) { return 0; };
+  shaddr_comm_t *comm = nullptr;
+  if (int err = shaddr_comm_create(&host, &comm)) {
+    std::fprintf(stderr, "shaddr-info: no node communicator: %s (%s)\n", shaddr_last_error(),
+                 std::strerror(-err));
+    return 1;
+  }
+  const shaddr_plan *p = shaddr_comm_plan(comm, static_cast<shaddr_fallback>(f));
+  if (p)
+    std::printf("{\"fallback\": %s, \"ranks\": %d, \"backend\": %s, \"limits\": "
+                "{\"slot_max\": %zu, \"bcast_fifo_max\": %zu, \"hier_segment\": %zu, "
+                "\"hier_mesh_max\": %zu}}\n",
+                json(kFallbacks[f]).c_str(), p->ranks, json(shaddr_comm_backend(comm)).c_str(),
+                p->limits.slot_max, p->limits.bcast_fifo_max, p->limits.hier_segment,
+                p->limits.hier_mesh_max);
+  else
+    std::fprintf(stderr, "shaddr-info: no plan: %s\n", shaddr_last_error());
+  shaddr_comm_free(comm);
+  return p ? 0 : 1;
 }
 
 std::string bytes_text(uint64_t b) {
@@ -359,6 +408,7 @@ int main(int argc, char **argv) {
   static const option kLong[] = {{"settings", optional_argument, nullptr, 's'},
                                  {"calibration-path", no_argument, nullptr, 'c'},
                                  {"model", no_argument, nullptr, 'm'},
+                                 {"plan", optional_argument, nullptr, 'P'},
                                  {"topology", no_argument, nullptr, 't'},
                                  {"cpus", required_argument, nullptr, 'p'},
                                  {"json", no_argument, nullptr, 'j'},
@@ -379,6 +429,7 @@ int main(int argc, char **argv) {
     }
     if (c == 'c') return print_calibration_path();
     if (c == 'm') return print_model();
+    if (c == 'P') return print_plan(optarg ? optarg : "mpich");
     if (c == 's' && !optarg) return print_settings(false);
     if (c == 's' && !std::strcmp(optarg, "markdown")) return print_settings(true);
     if (c == 's') std::fprintf(stderr, "shaddr-info: --settings=%s: not markdown\n", optarg);

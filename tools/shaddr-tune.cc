@@ -8,8 +8,8 @@
 //   SHADDR_BCAST_FIFO_MAX  Bcast FIFO (two copies, no barrier)  vs message counter (one copy)
 //   SHADDR_SLOT_MAX        slots (two copies, no barrier)       vs direct reads (Allgather)
 // With --model it also writes the cost model's lines of libshaddr on this backend (model.<who>.
-// <coll>=alpha_us/GBps@ranks, select.h): every collective's small path and single-copy path,
-// forced, timed and fitted. shaddr_select() weighs them against the fallbacks' lines.
+// <coll>=alpha_us/GBps@ranks, plan_model.h): every collective's small path and single-copy
+// path, forced, timed and fitted. shaddr_select() weighs them against the fallbacks' lines.
 // Usage: shaddr-tune [-n RANKS] [--model] [-o FILE]   (SHADDR_BACKEND picks the backend)
 #include <getopt.h>
 #include <unistd.h>
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "bootstrap.h"
-#include "select.h"
+#include "plan_model.h"
 #include "size_parse.h"
 #include "shaddr/coll.h"
 
@@ -148,7 +148,7 @@ int measure(int ranks, shaddr_coll kind, const std::vector<std::pair<const char 
   return rc || times->size() != sizes.size() ? -1 : 0;
 }
 
-// The cost model's name of libshaddr's single-copy side on `backend` (select.h's Who): a
+// The cost model's name of libshaddr's single-copy side on `backend` (plan_model.h's Who): a
 // heap+<inner> backend's buffers of 64 KiB and more are in the heap.
 std::string direct_who(const std::string &backend, size_t smallest) {
   if (backend.rfind("heap+", 0) == 0) return smallest >= (64u << 10) ? "heap" : backend.substr(5);
@@ -236,10 +236,10 @@ int main(int argc, char **argv) {
   report += line;
 
   if (model) {
-    // The cost model's lines (select.h): every collective's small paths (the slots up to 2 KiB,
-    // Bcast's FIFO up to 256 KiB) and single-copy path (from 16 KiB; the heap's from 64 KiB),
-    // each forced, fitted to one line, at this node size.
-    report += "# cost model of libshaddr on this backend (shaddr_select; select.h)\n";
+    // The cost model's lines (plan_model.h): every collective's small paths (the slots up to
+    // 2 KiB, Bcast's FIFO up to 256 KiB) and single-copy path (from 16 KiB; the heap's from
+    // 64 KiB), each forced, fitted to one line, at this node size.
+    report += "# cost model of libshaddr on this backend (shaddr_select; plan_model.h)\n";
     const std::vector<size_t> small = {8, 64, 256, 1024, 2048};
     const std::vector<size_t> fifo = {1024, 4096, 16384, 65536, 262144};
     const std::vector<size_t> large = {16384, 65536, 262144, 1u << 20, 4u << 20};

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The intercepted collectives as implemented (interpose.cc): MPI_* calls these directly, or
+// The intercepted collectives as implemented (calls.cc): MPI_* calls these directly, or
 // through the checks of SHADDR_VERIFY=1 (verify.h). Same arguments and results as MPI_*.
 #pragma once
 

@@ -40,7 +40,7 @@ size_t cache_size(int level) {
   return 0;
 }
 
-// The cost model the plan is built from (select.h), the same on every rank: a calibration or
+// The cost model the plan is built from (plan_model.h), the same on every rank: a calibration or
 // tuning file that differs between ranks, or does not parse on one, is refused on every rank.
 int agree_model(const shaddr_host &host, CostModel *model, std::string *why) {
   std::string my_why;

@@ -29,7 +29,7 @@
 #include "error.h"
 #include "nodeblock.h"
 #include "plan.h"
-#include "select.h"
+#include "plan_model.h"
 #include "shaddr/coll.h"
 #include "wait.h"
 

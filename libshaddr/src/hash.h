@@ -12,7 +12,7 @@ namespace shaddr {
 constexpr uint64_t kHashSeed = 0xcbf29ce484222325ull;  // FNV-1a's offset basis
 
 // @h with the bytes [p, p + n) (FNV-1a). Byte by byte, so that text hashes alike on every
-// machine; the calibration files are named by it (select.cc machine_key), so it stays.
+// machine; the calibration files are named by it (plan_model.cc machine_key), so it stays.
 inline uint64_t hash_bytes(const void *p, size_t n, uint64_t h = kHashSeed) {
   const unsigned char *b = static_cast<const unsigned char *>(p);
   for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;

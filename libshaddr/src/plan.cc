@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The plan: building it from the collectives' rules (coll_rules.h), the settings agreed when
 // the communicator was made (the limits the rules turn at, the user's SHADDR_MIN, the
-// hierarchy's across nodes), the backend and the cost model (select.h), looking a call up in
+// hierarchy's across nodes), the backend and the cost model (plan_model.h), looking a call up in
 // it, and its C entry points (the per-call entry that routes a call by it is call.cc).
 #include "plan.h"
 
@@ -20,7 +20,7 @@
 #include "comm.h"
 #include "error.h"
 #include "hash.h"
-#include "select.h"
+#include "plan_model.h"
 #include "settings.h"
 
 namespace shaddr {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The selection call (shaddr_select, select.h): the model's grammar and arithmetic, the answer
-// against hand-made models on forked ranks, agreement of the model between ranks, and that
-// the collectives run the algorithm it reports.
+// The selection call (shaddr_select, plan_select.cc) and its cost model (plan_model.h): the
+// model's grammar and arithmetic, the answer against hand-made models on forked ranks,
+// agreement of the model between ranks, and that the collectives run the algorithm it reports.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bootstrap.h"
-#include "select.h"
+#include "plan_model.h"
 #include "shaddr/coll.h"
 #include "plan_test_util.h"
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""shaddr-model: measure the cost model that shaddr_select() answers from (libshaddr/src/select.h)
+"""shaddr-model: measure the cost model that shaddr_select() answers from (libshaddr/src/plan_model.h)
 and write it as `model.` lines of a tuning file (SHADDR_TUNING_FILE).
 
   shaddr-model measure [-n RANKS] [--repeat K] [-o FILE]
@@ -21,7 +21,7 @@ and write it as `model.` lines of a tuning file (SHADDR_TUNING_FILE).
   shaddr-model fit FILE.json...  (shaddr-bench JSON; `--who NAME` per file: name=path)
       only the fallbacks' lines, from existing benchmark results (make run's raw/ files).
   shaddr-model inc FILE
-      the lines of FILE as select_model.inc (the curves libshaddr ships).
+      the lines of FILE as plan_model.inc (the curves libshaddr ships).
 
 A fallback's curve is the lower envelope of up to 3 alpha-beta lines (an MPI switches algorithms
 by size), fitted to the relative error; libshaddr's algorithms get one line each (shaddr-tune).

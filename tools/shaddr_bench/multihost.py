@@ -36,7 +36,6 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 HOSTS_TOOL = os.path.join(TOP, "tools", "shaddr-hosts")
 RSH = os.path.join(TOP, "tools", "shaddr-hosts-rsh")
 NET = "10.77.0.0/24"
-SEGMENT = 262144  # SHADDR_INTERPOSE_SEGMENT's default: pieces of the leaders' pipelined Bcast
 
 def say(msg):
     print(f"shaddr-bench-multihost: {msg}", flush=True)
@@ -116,6 +115,15 @@ def run(args, mpi, hosts, per, label, bench_args, interposer, out_dir):
     return doc, note
 
 
+def hier_segment(build, mpi):
+    """The pieces of the leaders' pipelined Bcast: the limit `hier_segment` of the plan the
+    interposer gets against @mpi's own collectives here (`shaddr-info --plan`, which the
+    environment's SHADDR_INTERPOSE_SEGMENT sets as it sets the interposer's)."""
+    out = subprocess.run([os.path.join(build, "tools", "shaddr-info"), f"--plan={mpi}"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["limits"]["hier_segment"]
+
+
 def complete(path):
     try:
         with open(path) as f:
@@ -150,9 +158,9 @@ host).
 - *shaddr's hierarchy*: the node phases are single copies, `t_sync + bytes/B` per phase (Bcast:
   (P-1)·S; Reduce: (P-1)·S; Allreduce: 2(P-1)·S; Allgather: (P-1)·S gathered + (P-1)·n·S
   broadcast; Alltoall: 2(P-1)·n·S), the leaders' phase is `TG(coll, H, S_lead, α_net, β_net)`
-  with S_lead = S, S, S, P·S, P·P·S; Bcast and Allreduce pipeline the leaders' pieces
-  (256 KiB) into the node's Bcast: `max(node, leaders) + min(node, leaders)/pieces`; the
-  others add the phases.
+  with S_lead = S, S, S, P·S, P·P·S; Bcast and Allreduce pipeline the leaders' pieces (the
+  plan's `hier_segment`, in each MPI's parameters below) into the node's Bcast:
+  `max(node, leaders) + min(node, leaders)/pieces`; the others add the phases.
 - Predicted gain = stock / shaddr, both from the model; measured gain = stock / shaddr, both
   measured (the max over ranks of each rank's mean time per call).
 """
@@ -162,7 +170,7 @@ def tg(coll, k, s, a, b, g):
     return costs.two_copy_model(coll, k, s, a, b, g) if k > 1 else 0.0
 
 
-def model(coll, s, H, P, net, mem, bw, sync, g):
+def model(coll, s, H, P, net, mem, bw, sync, g, segment):
     n = H * P
     an, bn = net["alpha_us"], net["beta_us_per_byte"]
     am, bm = mem["alpha_us"], mem["beta_us_per_byte"]
@@ -181,7 +189,7 @@ def model(coll, s, H, P, net, mem, bw, sync, g):
     node = phases * sync + node_bytes / bw
     lead = tg(coll, H, lead_s, an, bn, g)
     if coll in ("bcast", "allreduce"):
-        pieces = max(1, math.ceil(s / SEGMENT))
+        pieces = max(1, math.ceil(s / segment))
         hier = max(node, lead) + min(node, lead) / pieces
     else:
         hier = node + lead
@@ -224,7 +232,8 @@ def report(res, args, out_dir):
             f"{1 / p['net']['beta_us_per_byte']:.0f} MB/s (fit error {p['net']['max_rel_err']:.0%}); "
             f"α_mem {p['mem']['alpha_us']:.1f} us, {1 / p['mem']['beta_us_per_byte']:.0f} MB/s "
             f"(stock, one host); copy bandwidth B {p['bw']:.0f} MB/s (all cores), one core "
-            f"{1 / p['g']:.0f} MB/s; t_sync {p['sync']:.1f} us. Network : memory bandwidth = "
+            f"{1 / p['g']:.0f} MB/s; t_sync {p['sync']:.1f} us; the hierarchy's pieces "
+            f"{fmt_size(p['segment'])}. Network : memory bandwidth = "
             f"1 : {p['bw'] * p['net']['beta_us_per_byte']:.0f}.")
         for n in r.get("notes", []):
             lines.append(f"Note: {n}")
@@ -331,7 +340,8 @@ def measure(args, mpi, out_dir, limit):
     big = limit["results"][-1]
     bw = big["all_core_Bps"] / 1e6
     g = 1e6 / big["one_core_Bps"]
-    r["params"] = {"net": net, "mem": mem, "sync": sync, "bw": bw, "g": g}
+    segment = hier_segment(args.build, mpi)
+    r["params"] = {"net": net, "mem": mem, "sync": sync, "bw": bw, "g": g, "segment": segment}
     stock, shaddr = docs[f"{mpi}-stock"], docs[f"{mpi}-shaddr"]
     table = []
     for coll in COLLS:
@@ -339,7 +349,7 @@ def measure(args, mpi, out_dir, limit):
         for s in sorted(set(st) & set(sh)):
             if coll == "barrier" and s != min(st):
                 continue
-            ps, ph = model(coll, s, H, P, net, mem, bw, sync, g)
+            ps, ph = model(coll, s, H, P, net, mem, bw, sync, g, segment)
             table.append({"coll": coll, "bytes": s, "stock_us": st[s], "shaddr_us": sh[s],
                           "gain": st[s] / sh[s], "pred_stock_us": ps, "pred_shaddr_us": ph,
                           "pred_gain": ps / ph if ph else float("nan")})

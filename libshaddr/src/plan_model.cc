@@ -1,24 +1,24 @@
 // SPDX-License-Identifier: MIT
-// The cost model (curves, points, the calibration file) and shaddr_select(), which explains a
-// plan's step with it. See select.h.
-#include "select.h"
+// The cost model the plan is built from: its curves and points, the shipped ones
+// (plan_model.inc), the calibration file and the tuning file's lines. See plan_model.h.
+#include "plan_model.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <string_view>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "../heap/heap.h"
-#include "comm.h"
-#include "error.h"
 #include "hash.h"
-#include "plan.h"
 #include "settings.h"
 
 namespace shaddr {
@@ -31,12 +31,6 @@ static_assert(std::size(kWhoNames) == static_cast<size_t>(Who::kCount));
 constexpr const char *kCollNames[] = {"barrier", "bcast",     "reduce",   "allreduce",
                                       "gather",  "scatter",   "allgather", "alltoall"};
 static_assert(std::size(kCollNames) == SHADDR_COLL_COUNT);
-
-constexpr const char *kAlgoNames[] = {"fallback", "none",        "fifo", "slots", "direct",
-                                      "streams",  "ring", "partitioned", "root", "barrier"};
-static_assert(std::size(kAlgoNames) == SHADDR_ALGO_COUNT);
-static_assert(sizeof(shaddr_coll) == sizeof(int) && sizeof(shaddr_fallback) == sizeof(int) &&
-              sizeof(shaddr_algo) == sizeof(int));
 
 // A heap+<inner> backend serves a peer's buffer from its heap file when the buffer is in the
 // heap, which a preloaded libshaddr-heap.so makes true of malloc'd buffers of SHADDR_HEAP_MIN
@@ -56,7 +50,7 @@ struct Shipped {
   CostLine lines[kMaxLines];
 };
 
-#include "select_model.inc"
+#include "plan_model.inc"
 
 bool parse_double(std::string_view s, double *out) {
   if (s.empty() || s.size() > 40) return false;
@@ -219,7 +213,7 @@ double CostCurve::time_us(shaddr_coll coll, size_t bytes, int ranks) const {
   }
   if (best < 0 || ref_ranks <= 0) return -1;
   if (ranks == ref_ranks) return best;
-  // Scale both terms alike by what grows with the node (select.h): the crossover of two curves
+  // Scale both terms alike by what grows with the node (plan_model.h): the crossover of two curves
   // measured at the same size stays where it was.
   const double a = log2_at_least_1(ranks) / log2_at_least_1(ref_ranks);
   const double b = blocks(coll, ranks) / blocks(coll, ref_ranks);
@@ -394,74 +388,15 @@ uint64_t CostModel::hash() const {
   return h;
 }
 
-shaddr_selection select(Comm &c, const shaddr_select_query &q) {
-  shaddr_selection out{};
-  const unsigned flags = q.in_place ? SHADDR_PLAN_IN_PLACE : 0;
-  const shaddr_plan &plan = c.plan(q.fallback);
-  const shaddr_plan_step &step = plan_step(plan, plan_table(q.coll, flags), q.bytes);
-  out.algo = step.algo;
-  const bool reduction = q.coll == SHADDR_COLL_REDUCE || q.coll == SHADDR_COLL_ALLREDUCE;
-  if (reduction && !q.reducible) {
-    out.algo = SHADDR_ALGO_FALLBACK;
-    out.why = "libshaddr cannot reduce this datatype with this op";
-    return out;
-  }
-  if (out.algo == SHADDR_ALGO_NONE && !step.use_fallback) {
-    out.why = "nothing to move";
-    return out;
-  }
-  const CostModel &m = c.model();
-  const Backend &be = c.backend();
-  out.shaddr_us = std::max(0.0, m.shaddr_us(q.coll, step.algo, be.kind(), be.heap_stats(),
-                                            q.bytes, c.size(), q.in_place, q.fallback));
-  out.fallback_us = std::max(0.0, m.fallback_us(q.fallback, q.coll, q.bytes, c.size()));
-  if (step.use_fallback) {
-    out.algo = SHADDR_ALGO_FALLBACK;
-    out.why = c.tuning().min_set[q.coll] ? "below the SHADDR_MIN setting: the fallback"
-              : q.bytes == 0            ? "nothing to move: the fallback"
-                                        : "the model says the fallback is faster";
-  } else if (q.fallback == SHADDR_FALLBACK_NONE) {
-    out.why = "no fallback to weigh";
-  } else if (c.tuning().min_set[q.coll]) {
-    out.why = "at or above the SHADDR_MIN setting: libshaddr";
-  } else if (out.shaddr_us == 0 || out.fallback_us == 0) {
-    out.why = "no model for this case: libshaddr";
-  } else {
-    out.why = "the model says libshaddr is faster";
-  }
-  return out;
-}
-
 }  // namespace shaddr
 
-using shaddr::Comm;
-
 extern "C" {
-
-SHADDR_API int shaddr_select(const shaddr_comm_t *comm, const struct shaddr_select_query *q,
-                             struct shaddr_selection *out) {
-  if (!comm || !q || !out) return -EINVAL;
-  // A C caller may pass any int in an enum's place: read them as ints.
-  int coll, fallback;
-  std::memcpy(&coll, &q->coll, sizeof(coll));
-  std::memcpy(&fallback, &q->fallback, sizeof(fallback));
-  if (coll < 0 || coll >= SHADDR_COLL_COUNT || fallback < 0 || fallback >= SHADDR_FALLBACK_COUNT)
-    return -EINVAL;
-  *out = shaddr::select(*const_cast<Comm *>(shaddr::from_handle(comm)), *q);
-  return 0;
-}
 
 SHADDR_API int shaddr_calibration_path(char *buf, size_t len) {
   if (!buf && len) return -EINVAL;
   const std::string p = shaddr::calibration_path();
   if (p.empty() && !shaddr::SettingsReader().is_set("SHADDR_CALIBRATION")) return -ENOENT;
   return std::snprintf(buf, len, "%s", p.c_str());
-}
-
-SHADDR_API const char *shaddr_algo_name(enum shaddr_algo algo) {
-  int a;
-  std::memcpy(&a, &algo, sizeof(a));
-  return a >= 0 && a < SHADDR_ALGO_COUNT ? shaddr::kAlgoNames[a] : "?";
 }
 
 }  // extern "C"

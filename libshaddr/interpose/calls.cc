@@ -1,27 +1,26 @@
 // SPDX-License-Identifier: MIT
-// The PMPI interposer: MPI's collectives on intra-communicators go through libshaddr (one
-// node) or the node/leader hierarchy (several nodes); everything else goes to PMPI_* unchanged.
+// The intercepted collectives (calls.h), each an adapter from the MPI call to libshaddr (one
+// node) or the node/leader hierarchy (several nodes): its eligibility asked (eligible.h), its
+// byte views made (views.h), the call routed (agree.h), run, and its outcome counted. A call
+// libshaddr does not take goes to PMPI_* unchanged.
 //
-// This file holds the adapters: each MPI call's eligibility, its byte views (views.h) and the
-// libshaddr or hierarchy call. Every decision to forward is taken from values that are the
-// same on every rank of the communicator (the communicator's state, byte counts that MPI
-// requires to match, root, and for reductions the datatype and op), by libshaddr's per-call
-// entry (agree.h), so all ranks take the same path. Datatypes that are not contiguous are
-// packed per rank; that is a local choice that changes nothing for the others.
-// libshaddr reports a failure on every rank of a node alike; one node then redoes the call (or
-// its phase of it) with PMPI_*, from inputs kept intact, so no rank returns wrong data.
-#include <dlfcn.h>
+// Every decision to forward is taken from values that are the same on every rank of the
+// communicator (the communicator's state, byte counts that MPI requires to match, root, and
+// for reductions the datatype and op), by libshaddr's per-call entry (agree.h), so all ranks
+// take the same path. Datatypes that are not contiguous are packed per rank; that is a local
+// choice that changes nothing for the others. libshaddr reports a failure on every rank of a
+// node alike; one node then redoes the call (or its phase of it) with PMPI_*, from inputs kept
+// intact, so no rank returns wrong data.
 #include <mpi.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 #include <vector>
 
 #include "agree.h"
 #include "calls.h"
+#include "eligible.h"
 #include "hash.h"
-#include "heap.h"
 #include "hier.h"
 #include "shaddr/mpi_glue.h"
 #include "state.h"
@@ -33,42 +32,6 @@
 using namespace shaddr::interpose;
 
 namespace {
-
-// Whether libshaddr runs a call of @count elements of @type (Call::lib), from the type's size
-// alone, before the costlier look at its layout: most short calls are forwarded on this. False
-// also where MPI cannot size @type (forwarded).
-bool lib_by_size(Call &c, int count, MPI_Datatype type, int root = -1) {
-  MPI_Count tsize = 0;
-  return count >= 0 && type_size(type, &tsize) &&
-         c.lib(static_cast<size_t>(count) * static_cast<size_t>(tsize), 0, root);
-}
-
-// True, with libshaddr's element type, its size and op, when libshaddr can reduce @type with
-// @op. Asked on
-// every Reduce/Allreduce before the size decides, so the last answer is kept: only a
-// predefined datatype and op map (types.h), and those handles are never freed, so they cannot
-// come back naming something else (a derived type's or a user op's handle can).
-bool reducible(MPI_Datatype type, MPI_Op op, shaddr_dtype *dt, shaddr_op *sop, size_t *esize) {
-  static struct {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op op = MPI_OP_NULL;
-    shaddr_dtype dt{};
-    shaddr_op sop{};
-    size_t esize = 0;
-  } last;
-  if (type == MPI_DATATYPE_NULL || type != last.type || op != last.op) {
-    if (!map_reduction(type, op, dt, sop)) return false;
-    last.type = type;
-    last.op = op;
-    last.dt = *dt;
-    last.sop = *sop;
-    last.esize = static_cast<size_t>(shaddr_dtype_size(*dt));
-  }
-  *dt = last.dt;
-  *sop = last.sop;
-  *esize = last.esize;
-  return true;
-}
 
 // Single node: shaddr result -> MPI result, or a note that the caller must fall back.
 bool failed(State &s, Call &c, const char *name, int rc) {
@@ -93,74 +56,7 @@ int hier_done(const State &s, Call &c, int rc, const bool *fell_back_p) {
   return rc;
 }
 
-bool bad_root(const State &s, int root) { return root < 0 || root >= s.size; }
-
-// Buffers the MPI rejects: MPI_IN_PLACE anywhere but in @own, the buffer of this rank's own
-// block (the send buffer; a Scatter root's receive buffer), or @own the same as @other (not
-// MPI_IN_PLACE). libshaddr would take MPI_IN_PLACE for an address. Such a rank forwards the
-// call, so the MPI decides as it does stock (most report MPI_ERR_BUFFER or MPI_ERR_ARG; MPICH
-// faults on a non-root's MPI_IN_PLACE in Gather, Open MPI waits); the ledger takes its peers
-// along.
-bool bad_buffers(const void *own, const void *other) {
-  return other == MPI_IN_PLACE || (own != MPI_IN_PLACE && own == other);
-}
-
-// The same for a rooted collective, where a non-root rank has one buffer that counts (@own).
-bool bad_buffers(bool is_root, const void *own, const void *other) {
-  return is_root ? bad_buffers(own, other) : own == MPI_IN_PLACE;
-}
-
-// A reduction's buffers are of predefined types: a null one holds data at address 0, which is
-// erroneous (MPICH: MPI_ERR_BUFFER) and refused by libshaddr on this rank alone. @gets_result:
-// the receive buffer counts here.
-bool null_data(bool gets_result, const void *sendbuf, const void *recvbuf) {
-  return !sendbuf || (gets_result && !recvbuf);
-}
-
-// Whole-buffer byte counts the PMPI_* phases of the hierarchy move in one int.
-bool fits_int(size_t bytes) { return bytes <= static_cast<size_t>(INT_MAX); }
-
-// libshaddr-heap's table, looked up once (nullptr: not loaded).
-const shaddr::heap::Api *heap_api() {
-  static const shaddr::heap::Api *api = [] {
-    using Fn = const shaddr::heap::Api *(*)();
-    auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, shaddr::heap::kApiSymbol));
-    const shaddr::heap::Api *a = fn ? fn() : nullptr;
-    return a && a->version == shaddr::heap::kApiVersion ? a : nullptr;
-  }();
-  return api;
-}
-
 }  // namespace
-
-// The MPI_* definitions are this library's interface (MPICH's mpi.h does not mark them
-// visible, and the library is built with hidden visibility).
-#pragma GCC visibility push(default)
-extern "C" {
-
-// MPI_Alloc_mem comes from the shared heap whenever it is on (with SHADDR_HEAP=mpi-alloc-only,
-// only MPI_Alloc_mem does): peers then read it in place. The heap is libshaddr-heap.so,
-// preloaded by shaddr-run; absent, MPI's own allocation.
-int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr) {
-  const shaddr::heap::Api *api = heap_api();
-  if (!api || size < 0 || !api->status().on) return PMPI_Alloc_mem(size, info, baseptr);
-  void *p = api->alloc(size ? static_cast<size_t>(size) : 1);
-  if (!p) return PMPI_Alloc_mem(size, info, baseptr);  // heap full: MPI's memory, still valid
-  *static_cast<void **>(baseptr) = p;
-  return MPI_SUCCESS;
-}
-
-int MPI_Free_mem(void *base) {
-  const shaddr::heap::Api *api = heap_api();
-  if (api && base && api->contains(base, 1)) {
-    api->release(base);
-    return MPI_SUCCESS;
-  }
-  return PMPI_Free_mem(base);
-}
-
-}  // extern "C"
-#pragma GCC visibility pop
 
 namespace shaddr::interpose::impl {
 

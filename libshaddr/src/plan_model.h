@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The cost model the plan (plan.h) is built from, and shaddr_select() (coll.h), which explains
-// a plan's step with the model's times.
+// The cost model the plan (plan.h) is built from; shaddr_select() (plan_select.cc) explains a
+// plan's step with its times.
 //
 // The model: the time of each algorithm, and of each fallback, is a curve measured at a
 // reference node size: the lower envelope of up to kMaxLines alpha-beta lines
@@ -8,7 +8,7 @@
 // algorithms by size, so its curve has a few. For another node size both sides are scaled
 // alike (alpha by log2 n, bytes by the blocks a rank receives), so that the 2-rank crossover
 // holds until the tuning file carries lines measured at that size. Shipped lines were measured
-// on this project's reference machine (select.cc); `model.<who>.<coll>=` lines in
+// on this project's reference machine (plan_model.inc); `model.<who>.<coll>=` lines in
 // SHADDR_TUNING_FILE replace them (shaddr-tune writes libshaddr's, shaddr-compare --model the
 // fallbacks'). A calibration of this machine (shaddr_calibration_path(), written by
 // `shaddr-model calibrate`) is read between the two; besides lines it holds the measured points
@@ -26,8 +26,6 @@
 #include "shaddr/coll.h"
 
 namespace shaddr {
-
-class Comm;
 
 // Who a curve describes: libshaddr's small paths (any backend), its single-copy algorithms per
 // backend, and the fallbacks.
@@ -120,8 +118,5 @@ class CostModel {
 
 // shaddr_calibration_path() (coll.h); empty when none can be formed or SHADDR_CALIBRATION=off.
 std::string calibration_path();
-
-// shaddr_select() for a checked query: the plan's step, explained by the model.
-shaddr_selection select(Comm &c, const shaddr_select_query &q);
 
 }  // namespace shaddr
