@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * MPI_Bcast from every root at sizes around the plan's first size down the topology levels
- * (16 KiB + 1 on the module's backends) and over several chunks, in bytes and in a derived
+ * (16 KiB + 1 on the module's backends, 256 KiB + 1 on heap+cma) and over several chunks, in bytes and in a derived
  * type (every other int of a vector), each rank's result checked against what the root holds
  * (and a derived type's gaps left alone). Prints a digest of every rank's received bytes: a
  * run with SHADDR_TOPOLOGY=flat must print the same (tests/vm/bcast-levels).
@@ -29,7 +29,7 @@ static uint64_t mix(uint64_t h, const unsigned char *p, size_t n)
 
 int main(int argc, char **argv)
 {
-	static const size_t sizes[] = { 16383, 16384, 16385, 16386, 262145, (1u << 20) + 3,
+	static const size_t sizes[] = { 16384, 16385, 262144, 262145, 262146, (1u << 20) + 3,
 					(3u << 20) + 5 };
 	int rank, size, bad = 0, call = 0;
 	uint64_t h = 0xcbf29ce484222325ull;
