@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * MPI_Bcast from every root at sizes around the plan's first size down the topology levels
- * (16 KiB + 1 on the module's backends, 256 KiB + 1 on heap+cma) and over several chunks, in bytes and in a derived
+ * (16 KiB on heap+cma, 16 KiB + 1 on the module's backends, 256 KiB + 1 on cma alone) and
+ * over several chunks, in bytes and in a derived
  * type (every other int of a vector), each rank's result checked against what the root holds
  * (and a derived type's gaps left alone). Prints a digest of every rank's received bytes: a
  * run with SHADDR_TOPOLOGY=flat must print the same (tests/vm/bcast-levels).
