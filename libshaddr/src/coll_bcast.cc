@@ -15,6 +15,10 @@
 //    rank copies straight from the root's buffer, in cache-sized pipeline segments
 //    (SHADDR_CHUNK), as the counter advances. One copy per reader. A segmented Bcast advances the
 //    counter as the root's data arrives (the multi-node leader).
+//  - down the levels (the copy path's sizes where the plan keeps a topology level): as the
+//    message counter, but each rank copies from its parent in the plan's levels (level_parent())
+//    and publishes its own progress: the root's memory is read once per domain, not once per
+//    rank, and a domain's ranks read their leader's copy on their side of the link.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -160,6 +164,76 @@ int counter_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t
   return c.finish(s, err);
 }
 
+// The rank @r copies a Bcast from @root down the levels @g from: at the coarsest level where r
+// is not in its source's group, the leader of r's group copies from the source; every other
+// rank of the group looks further down with that leader as its source. A rank in its source's
+// group at every level copies from the source (the root's own domain reads the root).
+int level_parent(const Grouping &g, int r, int root) {
+  int src = root;
+  for (const LevelGroups &l : g.levels) {
+    const int mine = l.group[static_cast<size_t>(r)];
+    if (mine == l.group[static_cast<size_t>(src)]) continue;
+    const int lead = l.leader[static_cast<size_t>(mine)];
+    if (lead == r) return src;
+    src = lead;
+  }
+  return src;
+}
+
+// Down the levels: the root posts its buffer and advances its counter as counter_bcast's does;
+// every other rank copies from its parent as the parent's counter advances, SHADDR_CHUNK at a
+// time, and a rank some other rank copies from (a leader) posts its own buffer and advances its
+// own counter behind its copy, so that a domain's ranks copy chunk k from their leader while
+// the leader copies chunk k + 1. A failure anywhere reaches the ranks below it as the root's
+// does (the counter's base 1, -ECANCELED), and every rank's status at finish().
+int level_bcast(Comm &c, uint64_t s, char *buf, size_t bytes, int root, size_t segment,
+                shaddr_bcast_ready_fn ready, void *ctx) {
+  const Grouping &g = c.levels();
+  const int me = c.rank();
+  if (me == root) return counter_bcast(c, s, buf, bytes, root, segment, ready, ctx);
+  const int parent = level_parent(g, me, root);
+  bool relay = false;
+  for (int r = 0; r < c.size() && !relay; r++)
+    relay = r != root && r != me && level_parent(g, r, root) == me;
+  MsgCounter &mine = c.block().counter(me);
+  int err = 0;
+  if (relay) {
+    mine.base.store(0, std::memory_order_relaxed);
+    mine.bytes.store(0, std::memory_order_relaxed);
+    const void *bufs[1] = {buf};
+    err = c.post(s, bufs, &bytes, 1);
+  }
+  MsgCounter &theirs = c.block().counter(parent);
+  if (!err) err = c.wait_posted(parent, s);
+  const uint64_t addr = err ? 0 : c.remote_addr(parent, 0);
+  if (!err && c.remote_len(parent, 0) != bytes) err = -EMSGSIZE;
+  size_t got = 0;
+  while (!err && got < bytes) {
+    size_t avail = 0;
+    err = c.wait_until(parent, [&] {
+      return (avail = theirs.bytes.load(std::memory_order_acquire)) > got;
+    });
+    if (err) break;
+    if (theirs.base.load(std::memory_order_relaxed)) {
+      err = -ECANCELED;
+      break;
+    }
+    err = c.copy_from(parent, addr + got, buf + got, avail - got);
+    if (err) break;
+    got = avail;
+    if (relay) {
+      mine.bytes.store(got, std::memory_order_release);
+      c.ring_mine();
+    }
+  }
+  if (err && relay) {  // the ranks below stop waiting for data that will not come
+    mine.base.store(1, std::memory_order_relaxed);
+    mine.bytes.store(bytes, std::memory_order_release);
+    c.ring_mine();
+  }
+  return c.finish(s, err);
+}
+
 // Multi-stream: the message is cut into C streams; the first reader of stream k (its driver,
 // rank root + 1 + k) copies it from the root and publishes its progress in its own counter;
 // everyone else copies stream k from the driver's buffer. The root's memory is read C times
@@ -238,6 +312,9 @@ int bcast(shaddr_comm_t *comm, void *buf, size_t bytes, int root, size_t segment
   } else if (algo == SHADDR_ALGO_STREAMS) {
     const int streams = std::min(c.size() - 1, c.tuning().bcast_streams);
     err = multistream_bcast(c, s, static_cast<char *>(buf), bytes, root, streams);
+    if (err) fail(err, "shaddr_bcast");
+  } else if (bcast_by_levels(c.plan(SHADDR_FALLBACK_NONE), bytes)) {
+    err = level_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);
     if (err) fail(err, "shaddr_bcast");
   } else {
     err = counter_bcast(c, s, static_cast<char *>(buf), bytes, root, segment, ready, ctx);

@@ -131,8 +131,14 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   }
   // The control block's per-rank parts on their ranks' NUMA nodes where the ranks span several
   // (docs/topology.md, "Placement"); on a machine of one node no exchange and the dense layout.
+  // The same locations group the ranks into the plan's levels (SHADDR_TOPOLOGY's, agreed).
+  std::vector<RankLocation> locations;
+  if (int err = gather_rank_locations(host, &locations, why)) return err;
+  TopologyChoice choice;
+  if (int err = topology_choice_from_env(&choice, why)) return err;
+  if (!locations.empty()) c->levels_ = group_ranks(locations, choice.levels);
   NodePlacement placement;
-  if (int err = gather_rank_numa_nodes(host, &placement.node, why)) return err;
+  placement.node = rank_numa_nodes(locations, host.size);
   placement.active = placement_pays(placement.node);
   if (int err = NodeBlock::create(host, cfg, placement, &c->block_, why)) return err;
   // The plan decides the rest, the limits the rules turn at on this backend included.
@@ -175,6 +181,26 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
                    "shaddr: placement: none, the ranks are not bound inside two or more NUMA "
                    "nodes (ranks' nodes %s; -1: not bound inside one)\n",
                    nodes.c_str());
+  }
+  if (verbose() && host.rank == 0) {
+    const std::string text = plan_levels_text(plan);
+    std::string groups;
+    for (const LevelGroups &l : c->levels_.levels) {
+      groups += std::string("; ") + level_name(l.level) + " groups";
+      for (size_t g = 0; g < l.groups(); g++) {
+        groups += " {";
+        const char *sep = "";
+        for (int r = 0; r < host.size; r++)
+          if (l.group[static_cast<size_t>(r)] == static_cast<int>(g))
+            groups += sep + std::to_string(r), sep = ",";
+        groups += "}";
+      }
+    }
+    std::string notes;
+    if (!locations.empty() && !choice.levels) notes = "; SHADDR_TOPOLOGY=flat";
+    for (const std::string &n : c->levels_.notes) notes += "; " + n;
+    std::fprintf(stderr, "shaddr: %s%s%s%s\n", text.c_str(), groups.c_str(),
+                 locations.empty() ? "; one NUMA node: no location read" : "", notes.c_str());
   }
   if (verbose() && host.rank == 0 && !c->model_.calibration().empty())
     std::fprintf(stderr, "shaddr: calibration %s (%s)\n", c->model_.calibration().c_str(),

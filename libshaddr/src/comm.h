@@ -31,6 +31,7 @@
 #include "plan.h"
 #include "plan_model.h"
 #include "shaddr/coll.h"
+#include "topology.h"
 #include "wait.h"
 
 namespace shaddr {
@@ -83,6 +84,9 @@ class Comm {
   NodeBlock &block() { return *block_; }
   const Tuning &tuning() const { return tuning_; }
   const CostModel &model() const { return model_; }
+  // The node's ranks grouped by the topology's levels the plan uses (SHADDR_TOPOLOGY over the
+  // locations gathered at creation; flat on a machine of one NUMA node), equal on every rank.
+  const Grouping &levels() const { return levels_; }
   // The plan against @fallback (plan.h), built on first use; the collectives run the steps of
   // plan(SHADDR_FALLBACK_NONE), built when the communicator is made.
   // A built plan is read without the lock: every call a caller routes (call.cc) reads it.
@@ -255,6 +259,7 @@ class Comm {
   std::vector<pid_t> pids_;
   Tuning tuning_{};
   CostModel model_;
+  Grouping levels_;
   const shaddr_plan &build_plan_once(shaddr_fallback fallback);  // plan.cc, under plans_lock_
   std::unique_ptr<shaddr_plan> plans_[SHADDR_FALLBACK_COUNT];
   std::atomic<const shaddr_plan *> plan_ready_[SHADDR_FALLBACK_COUNT] = {};

@@ -17,6 +17,8 @@ namespace {
 // linux/mempolicy.h's values, stable ABI; libnuma's numaif.h is not needed for two constants.
 constexpr int kMpolPreferred = 1;
 
+const RankLocation *g_test_location = nullptr;  // set_own_location_for_tests()
+
 // The sysfs reader (0.6 ms here), not hwloc's (40 ms, docs/topology.md): the NUMA node numbers
 // are the same in both, and libshaddr.so does not link hwloc. Read once, on a NUMA machine only.
 const Topology *numa_topology() {
@@ -64,13 +66,31 @@ int own_numa_node() {
   return node_of(*numa_topology(), own_location());
 }
 
+int gather_rank_locations(const shaddr_host &host, std::vector<RankLocation> *all,
+                          std::string *why) {
+  all->clear();
+  if (machine_numa_nodes() < 2 && !g_test_location) return 0;
+  return gather_locations(host, g_test_location ? *g_test_location : own_location(), all, why);
+}
+
+std::vector<int> rank_numa_nodes(std::span<const RankLocation> all, int ranks) {
+  std::vector<int> nodes(static_cast<size_t>(ranks), -1);
+  for (size_t r = 0; r < all.size() && r < nodes.size(); r++)
+    nodes[r] = node_of(*numa_topology(), all[r]);
+  return nodes;
+}
+
 int gather_rank_numa_nodes(const shaddr_host &host, std::vector<int> *nodes, std::string *why) {
-  nodes->assign(static_cast<size_t>(host.size), -1);
-  if (machine_numa_nodes() < 2) return 0;
   std::vector<RankLocation> all;
-  if (int err = gather_locations(host, own_location(), &all, why)) return err;
-  for (size_t r = 0; r < all.size(); r++) (*nodes)[r] = node_of(*numa_topology(), all[r]);
+  if (int err = gather_rank_locations(host, &all, why)) return err;
+  *nodes = rank_numa_nodes(all, host.size);
   return 0;
+}
+
+void set_own_location_for_tests(const RankLocation *loc) {
+  static RankLocation kept;
+  if (loc) kept = *loc;
+  g_test_location = loc ? &kept : nullptr;
 }
 
 bool placement_pays(std::span<const int> nodes) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shaddr/host.h"
+#include "topology.h"
 
 namespace shaddr {
 
@@ -22,11 +23,22 @@ int machine_numa_nodes();
 // one NUMA node.
 int own_numa_node();
 
-// Every node rank's NUMA node as own_numa_node() gives it, (*nodes)[r] for node rank r.
-// Collective (one allgather of the ranks' locations, topology.h) where the machine has several
-// NUMA nodes; all -1 and no exchange where it has one (every rank reads the same sysfs file, so
-// every rank takes the same branch). 0 or the allgather's error, equal on every rank.
+// Every node rank's location (topology.h), (*all)[r] for node rank r, as the plan's levels and
+// the placement read them. Collective (one allgather) where the machine has several NUMA nodes;
+// empty and no exchange where it has one (every rank reads the same sysfs file, so every rank
+// takes the same branch). 0 or the allgather's error, equal on every rank.
+int gather_rank_locations(const shaddr_host &host, std::vector<RankLocation> *all,
+                          std::string *why);
+// Each location's NUMA node as own_numa_node() gives it (-1: not bound inside one); all -1 for
+// an empty @all (one NUMA node).
+std::vector<int> rank_numa_nodes(std::span<const RankLocation> all, int ranks);
+// Both at once: every node rank's NUMA node, (*nodes)[r] for node rank r.
 int gather_rank_numa_nodes(const shaddr_host &host, std::vector<int> *nodes, std::string *why);
+
+// Tests only (not exported from libshaddr.so, no setting reaches it): this process's rank is
+// at @loc instead of where it runs, and locations are exchanged even on a machine of one NUMA
+// node, so that a test forks ranks "on" NUMA nodes this host does not have. nullptr: undone.
+void set_own_location_for_tests(const RankLocation *loc);
 
 // Whether per-rank placement can change anything: the ranks are bound inside at least two
 // different NUMA nodes. Otherwise every page lands on the one node anyway (first touch) and the

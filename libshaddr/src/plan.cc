@@ -83,7 +83,10 @@ shaddr_algo rule_algorithm(const Comm &c, const Tuning &t, int table, size_t byt
       if (bcast_fifo_wins(bytes,
                           bcast_fifo_always(be.stages(), be.heap_stats() != nullptr, segmented), t))
         return SHADDR_ALGO_FIFO;
-      if (bcast_streams_win(n, bytes, segmented, be.stages(), t)) return SHADDR_ALGO_STREAMS;
+      // Down the topology's levels the root's memory is read once per domain: streams,
+      // which read it across the levels, are not used there (bcast_by_levels()).
+      if (c.levels().flat() && bcast_streams_win(n, bytes, segmented, be.stages(), t))
+        return SHADDR_ALGO_STREAMS;
       return SHADDR_ALGO_DIRECT;
     }
     case SHADDR_COLL_REDUCE:
@@ -263,6 +266,35 @@ class Builder {
   Tuning rules_;  // the settings as agreed, with the limits in force
 };
 
+static_assert(static_cast<int>(Level::kPackage) == SHADDR_LEVEL_PACKAGE &&
+              static_cast<int>(Level::kNuma) == SHADDR_LEVEL_NUMA &&
+              static_cast<int>(Level::kL3) == SHADDR_LEVEL_L3 &&
+              static_cast<int>(Level::kL2) == SHADDR_LEVEL_L2 && kLevels == SHADDR_LEVEL_COUNT);
+
+// The levels of @c's grouping, and from which size a Bcast goes down them: the copy path's
+// sizes (the first "direct" step of the Bcast table; slots and the FIFO have their own
+// copies), not on a backend that stages (a relay's exposure is staged when it is posted,
+// before its data has arrived). A size rule, not the model's: the model has no per-level
+// bandwidths yet (docs/topology.md).
+void plan_levels(const Comm &c, shaddr_plan *out) {
+  for (const LevelGroups &l : c.levels().levels) {
+    shaddr_plan_level &pl = out->levels[out->nlevels++];
+    pl.level = static_cast<shaddr_level>(l.level);
+    pl.same_as = l.same_as;
+    pl.groups = static_cast<int>(l.groups());
+  }
+  if (!out->nlevels || c.backend().stages()) return;
+  const shaddr_plan_table &t = out->tables[SHADDR_COLL_BCAST];
+  size_t from = 0;
+  for (int i = 0; i < t.nsteps; i++) {
+    if (t.steps[i].algo == SHADDR_ALGO_DIRECT) {
+      out->limits.bcast_levels_min = std::max<size_t>(from, 1);
+      return;
+    }
+    from = t.steps[i].upto + 1;
+  }
+}
+
 uint64_t digest(const shaddr_plan &p) {
   uint64_t h = hash_mix(kHashSeed, static_cast<uint64_t>(p.fallback));
   h = hash_mix(h, static_cast<uint64_t>(p.ranks));
@@ -274,8 +306,12 @@ uint64_t digest(const shaddr_plan &p) {
     }
   }
   for (size_t v : {p.limits.slot_max, p.limits.bcast_fifo_max, p.limits.hier_segment,
-                   p.limits.hier_mesh_max})
+                   p.limits.hier_mesh_max, p.limits.bcast_levels_min})
     h = hash_mix(h, v);
+  for (int i = 0; i < p.nlevels; i++)
+    h = hash_mix(h, static_cast<uint64_t>(p.levels[i].level) << 40 |
+                        static_cast<uint64_t>(p.levels[i].same_as) << 32 |
+                        static_cast<uint32_t>(p.levels[i].groups));
   return h;
 }
 
@@ -310,6 +346,7 @@ void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
   }
   out->ranks = c.size();
   out->limits = b.limits();
+  plan_levels(c, out);
   out->digest = digest(*out);
   // What a caller's per-call test reads first: the first step of each table that is not the
   // caller's, over the collective's variants.
@@ -326,6 +363,21 @@ void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
       from = s.upto + 1;
     }
   }
+}
+
+std::string plan_levels_text(const shaddr_plan &p) {
+  std::string out = "levels:";
+  if (!p.nlevels) out += " flat";
+  for (int i = 0; i < p.nlevels; i++) {
+    const shaddr_plan_level &l = p.levels[i];
+    out += std::string(i ? ", " : " ") + level_name(static_cast<Level>(l.level));
+    for (Level o : kAllLevels)
+      if (l.same_as & level_bit(o)) out += std::string(" = ") + level_name(o);
+    out += " " + std::to_string(l.groups) + " groups";
+  }
+  if (p.limits.bcast_levels_min)
+    out += "; bcast from " + size_text(p.limits.bcast_levels_min);
+  return out;
 }
 
 const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes) {
@@ -403,7 +455,7 @@ SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, siz
   if (l.hier_segment)
     out += ", hier_segment " + shaddr::size_text(l.hier_segment) + ", hier_mesh_max " +
            shaddr::size_text(l.hier_mesh_max);
-  out += "\n";
+  out += "\n" + shaddr::plan_levels_text(*plan) + "\n";
   return std::snprintf(buf, len, "%s", out.c_str());
 }
 

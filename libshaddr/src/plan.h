@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "shaddr/coll.h"
 
@@ -25,6 +26,16 @@ inline int plan_table(shaddr_coll coll, unsigned flags) {
   if (coll == SHADDR_COLL_BCAST && (flags & SHADDR_PLAN_SEGMENTED))
     return SHADDR_PLAN_BCAST_SEGMENTED;
   return coll;
+}
+
+// "levels: flat", or "levels: numa 2 groups; bcast from 16385" (shaddr_plan_format's last line,
+// without its newline; SHADDR_VERBOSE=1 prints it).
+std::string plan_levels_text(const shaddr_plan &p);
+
+// Whether a Bcast of @bytes that runs the copy path ("direct") goes down the plan's levels:
+// a function of the plan and the call, so equal on every rank.
+inline bool bcast_by_levels(const shaddr_plan &p, size_t bytes) {
+  return p.nlevels > 0 && p.limits.bcast_levels_min && bytes >= p.limits.bcast_levels_min;
 }
 
 // The step of table @table for @bytes.

@@ -33,13 +33,16 @@ struct TextFile {
 };
 
 // Runs fn on n forked ranks over @backend (heap off) with @env set first (rank 0 is this
-// process: the variables are removed again afterwards).
+// process: the variables are removed again afterwards), and @before(rank) run on each rank
+// before its communicator is made.
 inline int on_ranks(int n, const char *backend, const std::vector<std::pair<std::string, std::string>> &env,
-             const std::function<int(shaddr_comm_t *, int)> &fn) {
+             const std::function<int(shaddr_comm_t *, int)> &fn,
+             const std::function<void(int)> &before = {}) {
   const int rc = run_forked(n, [&](const shaddr_host &h) {
     setenv("SHADDR_BACKEND", backend, 1);
     setenv("SHADDR_HEAP", "off", 1);
     for (const auto &[k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    if (before) before(h.rank);
     shaddr_comm_t *c = nullptr;
     if (shaddr_comm_create(&h, &c)) {
       std::fprintf(stderr, "create: %s\n", shaddr_last_error());

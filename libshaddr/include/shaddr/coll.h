@@ -372,12 +372,42 @@ struct shaddr_plan_table {
  *                hierarchy (none, mpich-posix), whose caller has none
  * @hier_mesh_max: across several nodes, Alltoall blocks up to this many bytes go through the
  *                 leaders' 2D virtual mesh (SHADDR_INTERPOSE_MESH_MAX); 0 where @hier_segment is
+ * @bcast_levels_min: a Bcast of at least this many bytes goes down the plan's topology levels
+ *                    (root, one leader per domain, the domain's ranks from their leader): the
+ *                    sizes of the copy path ("direct"), where the plan keeps a level and the
+ *                    backend does not stage; 0: none (a flat plan). Appended last.
  */
 struct shaddr_plan_limits {
 	size_t slot_max;
 	size_t bcast_fifo_max;
 	size_t hier_segment;
 	size_t hier_mesh_max;
+	size_t bcast_levels_min;
+};
+
+/* A level of the node's topology (docs/topology.md), coarse to fine. */
+enum shaddr_level {
+	SHADDR_LEVEL_PACKAGE,
+	SHADDR_LEVEL_NUMA,
+	SHADDR_LEVEL_L3,
+	SHADDR_LEVEL_L2,
+	SHADDR_LEVEL_COUNT
+};
+
+/**
+ * struct shaddr_plan_level - a level of the topology the plan groups the node's ranks by
+ * @level: enum shaddr_level
+ * @same_as: bits (1 << enum shaddr_level) of the levels that split the ranks as this one does
+ *           (folded into it)
+ * @groups: its number of groups of ranks (at least 2)
+ *
+ * Which group each rank is in is the node communicator's (equal on every rank), not the plan's:
+ * a plan is shared by every communicator with its digest.
+ */
+struct shaddr_plan_level {
+	enum shaddr_level level;
+	unsigned int same_as;
+	int groups;
 };
 
 /**
@@ -394,6 +424,9 @@ struct shaddr_plan_limits {
  *            (appended last, so that the fields before keep their places)
  * @limits: the sizes the collectives' rules turn at and the hierarchy's across nodes (appended
  *          after @lib_from, for the same reason)
+ * @nlevels: the topology levels the plan groups the ranks by (0: flat), from the ranks'
+ *           locations and SHADDR_TOPOLOGY (appended last)
+ * @levels: coarse to fine, each nested in the one before
  *
  * Plain data: a caller may copy it and keep it after the communicator is freed.
  */
@@ -405,6 +438,8 @@ struct shaddr_plan {
 	struct shaddr_plan_table tables[SHADDR_PLAN_TABLES];
 	size_t lib_from[SHADDR_COLL_COUNT];
 	struct shaddr_plan_limits limits;
+	int nlevels;
+	struct shaddr_plan_level levels[SHADDR_LEVEL_COUNT];
 };
 
 /**
@@ -430,7 +465,8 @@ SHADDR_API const struct shaddr_plan_step *shaddr_plan_lookup(const struct shaddr
 /**
  * shaddr_plan_format() - @plan as text, one line per table ("bcast: 1-4K slots, 4K-64K fifo,
  * 64K- mpi"), then one of its limits ("limits: slot_max 16K, bcast_fifo_max 16K, hier_segment
- * 256K, hier_mesh_max 64"), into @buf of @len bytes (NUL-terminated, truncated to fit).
+ * 256K, hier_mesh_max 64"), then one of its levels ("levels: flat", "levels: numa 2 groups;
+ * bcast from 16385"), into @buf of @len bytes (NUL-terminated, truncated to fit).
  * Return: the length the whole text needs, as snprintf().
  */
 SHADDR_API int shaddr_plan_format(const struct shaddr_plan *plan, char *buf, size_t len);
