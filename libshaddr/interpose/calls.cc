@@ -182,15 +182,13 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
       !(is_root ? lib_by_size(c, recvcount, recvtype, root)
                 : lib_by_size(c, sendcount, sendtype, root)))
     return c.forward(mpi);
-  const bool in_place = is_root && sendbuf == MPI_IN_PLACE;
-  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
-  TypeInfo rti = is_root ? type_info(recvtype) : TypeInfo{};
-  if ((!in_place && (!sti.ok || sendcount < 0)) || (is_root && (!rti.ok || recvcount < 0)))
-    return c.forward(mpi);
   // Per-rank bytes: the root's receive side equals every sender's send side.
-  const size_t sbytes = in_place ? 0 : static_cast<size_t>(sendcount * sti.size);
-  const size_t bytes = is_root ? static_cast<size_t>(recvcount * rti.size) : sbytes;
-  if (is_root && !in_place && sbytes != bytes) return c.forward(mpi);
+  RootedBlock blk;
+  if (!blk.init(is_root, sendbuf, sendcount, sendtype, recvcount, recvtype))
+    return c.forward(mpi);
+  const TypeInfo &sti = blk.one_ti, &rti = blk.all_ti;
+  const bool in_place = blk.in_place;
+  const size_t bytes = blk.bytes;
   View sv, rv;
   Backup keep;
   if (!in_place && (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()))
@@ -272,14 +270,12 @@ int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
       !(is_root ? lib_by_size(c, sendcount, sendtype, root)
                 : lib_by_size(c, recvcount, recvtype, root)))
     return c.forward(mpi);
-  const bool in_place = is_root && recvbuf == MPI_IN_PLACE;
-  TypeInfo sti = is_root ? type_info(sendtype) : TypeInfo{};
-  TypeInfo rti = in_place ? TypeInfo{} : type_info(recvtype);
-  if ((is_root && (!sti.ok || sendcount < 0)) || (!in_place && (!rti.ok || recvcount < 0)))
+  RootedBlock blk;
+  if (!blk.init(is_root, recvbuf, recvcount, recvtype, sendcount, sendtype))
     return c.forward(mpi);
-  const size_t rbytes = in_place ? 0 : static_cast<size_t>(recvcount * rti.size);
-  const size_t bytes = is_root ? static_cast<size_t>(sendcount * sti.size) : rbytes;
-  if (is_root && !in_place && rbytes != bytes) return c.forward(mpi);
+  const TypeInfo &sti = blk.all_ti, &rti = blk.one_ti;
+  const bool in_place = blk.in_place;
+  const size_t bytes = blk.bytes;
   View sv, rv;
   if (is_root && (sv.init(sendbuf, static_cast<MPI_Count>(sendcount) * s->size, sendtype, sti) ||
                   sv.pack_in()))
@@ -341,15 +337,12 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   };
   if (!s || bad_buffers(sendbuf, recvbuf) || !lib_by_size(c, recvcount, recvtype))
     return c.forward(mpi);
-  TypeInfo rti = type_info(recvtype);
-  if (!rti.ok) return c.forward(mpi);
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
-  if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
-  const size_t bytes = static_cast<size_t>(recvcount * rti.size);
-  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) ||
-      (s->multi() && !fits_int(bytes * s->size)))
-    return c.forward(mpi);
+  EqualBlocks blk;
+  if (!blk.init(sendbuf, sendcount, sendtype, recvcount, recvtype)) return c.forward(mpi);
+  const TypeInfo &rti = blk.rti, &sti = blk.sti;
+  const bool in_place = blk.in_place;
+  const size_t bytes = blk.bytes;
+  if (s->multi() && !fits_int(bytes * s->size)) return c.forward(mpi);
   View sv, rv;
   if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
     return c.forward(mpi);
@@ -428,16 +421,13 @@ int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *re
   };
   if (!s || bad_buffers(sendbuf, recvbuf) || !lib_by_size(c, recvcount, recvtype))
     return c.forward(mpi);
-  TypeInfo rti = type_info(recvtype);
-  if (!rti.ok) return c.forward(mpi);
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  TypeInfo sti = in_place ? TypeInfo{} : type_info(sendtype);
-  if (!in_place && (!sti.ok || sendcount < 0)) return c.forward(mpi);
-  const size_t bytes = static_cast<size_t>(recvcount * rti.size);
+  EqualBlocks blk;
+  if (!blk.init(sendbuf, sendcount, sendtype, recvcount, recvtype)) return c.forward(mpi);
+  const TypeInfo &rti = blk.rti, &sti = blk.sti;
+  const bool in_place = blk.in_place;
+  const size_t bytes = blk.bytes;
   const size_t n = static_cast<size_t>(s->size);
-  if ((!in_place && static_cast<size_t>(sendcount * sti.size) != bytes) ||
-      (s->multi() && !fits_int(bytes * n * n)))
-    return c.forward(mpi);
+  if (s->multi() && !fits_int(bytes * n * n)) return c.forward(mpi);
   View sv, rv;
   if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
     return c.forward(mpi);

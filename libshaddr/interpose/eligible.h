@@ -45,6 +45,48 @@ inline bool null_data(bool gets_result, const void *sendbuf, const void *recvbuf
 // Whole-buffer byte counts the PMPI_* phases of the hierarchy move in one int.
 inline bool fits_int(size_t bytes) { return bytes <= static_cast<size_t>(INT_MAX); }
 
+// One block a rank of Allgather or Alltoall sends and receives: the receive type's info, the
+// send type's (none in place), and the block's bytes. False (forward) where a type cannot be
+// sized or laid out, a count is negative, or the send block's bytes differ from the receive
+// block's: libshaddr moves bytes, the MPI reports the mismatch.
+struct EqualBlocks {
+  TypeInfo rti, sti;
+  bool in_place = false;
+  size_t bytes = 0;
+  bool init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int recvcount,
+            MPI_Datatype recvtype) {
+    rti = type_info(recvtype);
+    if (!rti.ok) return false;
+    in_place = sendbuf == MPI_IN_PLACE;
+    sti = in_place ? TypeInfo{} : type_info(sendtype);
+    if (!in_place && (!sti.ok || sendcount < 0)) return false;
+    bytes = static_cast<size_t>(recvcount * rti.size);
+    return in_place || static_cast<size_t>(sendcount * sti.size) == bytes;
+  }
+};
+
+// The block of a rooted call whose root holds every rank's block (Gather's receive side,
+// Scatter's send side: @all) and every rank one of its own (@one; MPI_IN_PLACE at the root
+// alone): the two sides' type infos and this rank's block bytes. False (forward) as for
+// EqualBlocks; only the root sees both sides, so only it compares them.
+struct RootedBlock {
+  TypeInfo all_ti, one_ti;
+  bool in_place = false;
+  size_t bytes = 0;
+  bool init(bool is_root, const void *one_buf, int one_count, MPI_Datatype one_type,
+            int all_count, MPI_Datatype all_type) {
+    in_place = is_root && one_buf == MPI_IN_PLACE;
+    one_ti = in_place ? TypeInfo{} : type_info(one_type);
+    all_ti = is_root ? type_info(all_type) : TypeInfo{};
+    if ((!in_place && (!one_ti.ok || one_count < 0)) ||
+        (is_root && (!all_ti.ok || all_count < 0)))
+      return false;
+    const size_t one = in_place ? 0 : static_cast<size_t>(one_count * one_ti.size);
+    bytes = is_root ? static_cast<size_t>(all_count * all_ti.size) : one;
+    return !is_root || in_place || one == bytes;
+  }
+};
+
 // Whether libshaddr runs a call of @count elements of @type (Call::lib), from the type's size
 // alone, before the costlier look at its layout: most short calls are forwarded on this. False
 // also where MPI cannot size @type (forwarded).
