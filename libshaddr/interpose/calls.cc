@@ -195,7 +195,7 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
     return c.forward(mpi);
   if (is_root) {
     if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti) ||
-        (in_place && rv.pack_in()))
+        (in_place && rv.pack_in(static_cast<MPI_Count>(root) * recvcount, recvcount)))
       return c.forward(mpi);
     if (in_place) keep.save(rv.data() + static_cast<size_t>(root) * bytes, bytes);
   }
@@ -206,7 +206,9 @@ int gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recv
     keep.restore();
     return mpi();
   }
-  return is_root ? rv.unpack_out() : MPI_SUCCESS;
+  if (!is_root) return MPI_SUCCESS;
+  return in_place ? rv.unpack_out_except(static_cast<MPI_Count>(root) * recvcount, recvcount)
+                  : rv.unpack_out();
 }
 
 int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -254,7 +256,7 @@ int gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *rec
     keep.restore();
     return mpi();
   }
-  return is_root ? rv.unpack_all() : MPI_SUCCESS;
+  return is_root ? rv.unpack_all(in_place ? root : -1) : MPI_SUCCESS;
 }
 
 int scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -346,15 +348,20 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
   View sv, rv;
   if (rv.init(recvbuf, static_cast<MPI_Count>(recvcount) * s->size, recvtype, rti))
     return c.forward(mpi);
-  if (in_place ? rv.pack_in() : (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()))
+  const MPI_Count own_first = static_cast<MPI_Count>(s->rank) * recvcount;
+  if (in_place ? rv.pack_in(own_first, recvcount)
+               : (sv.init(sendbuf, sendcount, sendtype, sti) || sv.pack_in()))
     return c.forward(mpi);
   if (!c.agreed("Allgather")) return mpi();
+  auto unpack = [&] {
+    return in_place ? rv.unpack_out_except(own_first, recvcount) : rv.unpack_out();
+  };
   char *own = rv.data() + static_cast<size_t>(s->rank) * bytes;
   if (s->multi()) {
     bool fb = false;
     int rc = hier_done(*s, c, hier_allgather(*s, in_place ? own : sv.data(), bytes, rv.data(), &fb),
                        &fb);
-    return rc ? rc : rv.unpack_out();
+    return rc ? rc : unpack();
   }
   Backup keep;
   if (in_place) keep.save(own, bytes);
@@ -363,7 +370,7 @@ int allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
     keep.restore();
     return mpi();
   }
-  return rv.unpack_out();
+  return unpack();
 }
 
 int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
@@ -409,7 +416,7 @@ int allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
     keep.restore();
     return mpi();
   }
-  return rv.unpack_all();
+  return rv.unpack_all(in_place ? s->rank : -1);
 }
 
 int alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,

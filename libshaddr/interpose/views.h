@@ -45,6 +45,21 @@ class View {
   int unpack_out() {
     return packed_ && bytes_ ? unpack(ptr_, count_, type_, extent_, tsize_, user_) : MPI_SUCCESS;
   }
+  // Elements [first, first + n) only: an in-place call's own block, its input.
+  int pack_in(MPI_Count first, MPI_Count n) {
+    if (!packed_ || !n || !tsize_) return MPI_SUCCESS;
+    return pack(at(user_, first * extent_), n, type_, extent_, tsize_, ptr_ + first * tsize_);
+  }
+  // Every element but [first, first + n): an in-place call's own block is left as the caller
+  // wrote it (were the layout to reach those bytes from another block too - erroneous, but the
+  // MPI's result is the other block's - its old bytes are not written back over them).
+  int unpack_out_except(MPI_Count first, MPI_Count n) {
+    if (!packed_ || !bytes_) return MPI_SUCCESS;
+    if (int rc = unpack(ptr_, first, type_, extent_, tsize_, user_)) return rc;
+    const MPI_Count rest = first + n;
+    return unpack(ptr_ + rest * tsize_, count_ - rest, type_, extent_, tsize_,
+                  at(user_, rest * extent_));
+  }
 
  private:
   int init_packed();  // the packed copy's memory (types.cc)
@@ -127,9 +142,12 @@ struct VView {
       if (int rc = pack_block(static_cast<int>(i))) return rc;
     return MPI_SUCCESS;
   }
-  int unpack_all() {
+  // Every block but @skip (-1: all): an in-place call's own block stays as the caller wrote it
+  // (View::unpack_out_except).
+  int unpack_all(int skip = -1) {
     for (size_t i = 0; i < bytes.size(); i++)
-      if (int rc = unpack_block(static_cast<int>(i))) return rc;
+      if (static_cast<int>(i) != skip)
+        if (int rc = unpack_block(static_cast<int>(i))) return rc;
     return MPI_SUCCESS;
   }
 };
