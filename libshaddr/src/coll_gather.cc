@@ -207,8 +207,11 @@ int slot_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out,
 // buffer, which stays mapped from call to call. A rank that fails, or whose left neighbour
 // failed, posts the last stage so that nobody waits for it; finish() then reports the first
 // failure on every rank.
+// @own_layout: an Allgatherv, whose displacements are each receiver's own (MPI lets them differ
+// between ranks): block b is read at the neighbour's displacement of it, not this rank's; the
+// neighbour exposes its array, read once per call.
 int ring_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, size_t total,
-                    const size_t *recvbytes, const size_t *displs) {
+                    const size_t *recvbytes, const size_t *displs, bool own_layout) {
   const int me = c.rank(), n = c.size(), left = (me + n - 1) % n;
   constexpr unsigned kFailed = 255;
   int err = 0;
@@ -217,18 +220,28 @@ int ring_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, s
     else if (sendbytes) std::memcpy(out + displs[me], sendbuf, sendbytes);
   }
   const uint64_t s = c.begin();
-  const void *mine = out;
-  if (int e = c.post(s, &mine, &total, 1); e && !err) err = e;
+  const size_t array_bytes = sizeof(size_t) * static_cast<size_t>(n);
+  const void *mine[2] = {out, displs};
+  const size_t lens[2] = {total, own_layout ? array_bytes : 0};
+  if (int e = c.post(s, mine, lens, 2); e && !err) err = e;
+  const size_t *left_displs = displs;
+  if (own_layout && !err && !(err = c.wait_posted(left, s))) {
+    auto *theirs = static_cast<size_t *>(c.scratch(0, array_bytes));
+    if (c.remote_len(left, 1) != array_bytes) err = -EPROTO;
+    else err = c.copy_from(left, c.remote_addr(left, 1), theirs, array_bytes);
+    left_displs = theirs;
+  }
   bool failed = err != 0;
   for (int k = 0; k < n - 1 && !failed; k++) {
     c.post_stage(s, static_cast<unsigned>(k));  // blocks me down to me - k are here
     const int b = ((me - 1 - k) % n + n) % n;
+    const size_t from = left_displs[b];
     if ((err = c.wait_stage(left, s, static_cast<unsigned>(k))) || c.peer_stage(left) == kFailed)
       failed = true;
-    else if (displs[b] + recvbytes[b] > c.remote_len(left, 0))
-      err = size_mismatch(left, c.remote_len(left, 0), displs[b] + recvbytes[b]);
+    else if (from + recvbytes[b] > c.remote_len(left, 0) || from + recvbytes[b] < from)
+      err = size_mismatch(left, c.remote_len(left, 0), from + recvbytes[b]);
     else if (recvbytes[b])
-      err = c.copy_from(left, c.remote_addr(left, 0) + displs[b], out + displs[b], recvbytes[b]);
+      err = c.copy_from(left, c.remote_addr(left, 0) + from, out + displs[b], recvbytes[b]);
     failed = failed || err;
   }
   if (failed) c.post_stage(s, kFailed);
@@ -249,6 +262,7 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
     if (int err = check_buf(sendbuf, sendbytes, "send buffer")) return err;
   char *out = static_cast<char *>(recvbuf);
   c.stats().bytes[SHADDR_COLL_ALLGATHER] += total;
+  const bool own_layout = algo == SHADDR_ALGO_FALLBACK;  // Allgatherv: each rank's displacements
   if (algo == SHADDR_ALGO_FALLBACK) {
     // Every rank knows every count: the plan's step for the largest block, unless a block
     // does not fit a slot with its count (then the plan's algorithm for the largest sizes).
@@ -262,7 +276,7 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
     return slot_allgatherv(c, sendbuf, sendbytes, out, recvbytes, displs);
   if (int err = c.settle_call()) return err;
   if (algo == SHADDR_ALGO_RING)
-    return ring_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs);
+    return ring_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs, own_layout);
   const void *mine = inplace ? out + displs[me] : sendbuf;
   const size_t mylen = inplace ? recvbytes[me] : sendbytes;
   const uint64_t s = c.begin();

@@ -537,6 +537,12 @@ static const char *const coll_name[NCOLL] = { "Bcast", "Reduce", "Allreduce", "G
 	"Allgather", "Alltoall", "Gatherv", "Scatterv", "Allgatherv", "Alltoallv" };
 static const int counts[] = { 0, 1, 2, 3, 7, 64, 255, 1024, 2048, 5000, 16384 };
 
+/* The gap after each block of a v-collective's receive layout on rank @rank. */
+static int v_gap(int c, int rank)
+{
+	return c == ALLGATHERV ? 1 + rank % 3 : 1;
+}
+
 /* Reductions the interposer ran through libshaddr so far (its counters), or 0 without it. */
 static uint64_t lib_reductions(void)
 {
@@ -630,13 +636,15 @@ static void one_case(struct rng *shared, struct rng *mine)
 		break;
 	}
 	/* v-collectives: counts per rank from the shared stream (so every rank knows them), blocks
-	 * placed in reverse rank order with a gap. */
+	 * placed in reverse rank order with a gap; an Allgatherv's gap is each rank's own (MPI
+	 * lets the receivers' displacements differ), so its block i is at its own rank i's
+	 * displacement dsp[i] + v_shift(i) in rank i's buffer. */
 	int vtotal = 0;
 	for (i = 0; i < g_size; i++)
 		cnts[i] = (int)(next(shared) % (uint64_t)(count + 1));
 	for (i = 0, vtotal = 0; i < size; i++) {
 		dsp[size - 1 - i] = vtotal;
-		vtotal += cnts[size - 1 - i] + 1;
+		vtotal += cnts[size - 1 - i] + v_gap(c, rank);
 	}
 	/* Alltoallv: rank p sends cnts[(p + q) % size] to q (every rank can compute it). */
 	for (i = 0; i < size; i++) {
@@ -816,8 +824,12 @@ static void one_case(struct rng *shared, struct rng *mine)
 		break;
 	case ALLGATHERV:
 		rc1 = MPI_Allgatherv(sp, cnts[rank], st, rb.ptr, cnts, dsp, rt, comm);
-		for (i = 0; i < size; i++)
-			expect_put(&rb2, rt, dsp[i], cnts[i], FROM(i), bsz, ip ? dsp[i] * m_r : 0);
+		for (i = 0; i < size; i++) {
+			/* in place, block i comes from rank i's own buffer, at its displacement */
+			const int theirs = dsp[i] + (size - 1 - i) * (v_gap(c, i) - v_gap(c, rank));
+
+			expect_put(&rb2, rt, dsp[i], cnts[i], FROM(i), bsz, ip ? theirs * m_r : 0);
+		}
 		break;
 	case ALLTOALLV:
 		rc1 = MPI_Alltoallv(sb.ptr, a2a_scnt, a2a_sdsp, st, rb.ptr, rcnts, rdsp, rt, comm);

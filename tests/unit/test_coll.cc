@@ -976,8 +976,9 @@ TEST_P(Coll, SleepingWaitersAreWokenByTheRankTheyWaitFor) {
 
 // The ring Allgather(v) (chosen on its own where the backend cannot map every peer at once:
 // window at more ranks than slots + 1), forced: blocks above the slot size, v-layouts with gaps
-// and empty blocks, in place; a count mismatch fails on every rank without a hang and the
-// communicator goes on. shm declines the ring (its exposures are copies): the same checks.
+// and empty blocks, in place, displacements that differ between ranks; a count mismatch fails
+// on every rank without a hang and the communicator goes on. shm declines the ring (its
+// exposures are copies): the same checks.
 TEST_P(Coll, AllgathervRing) {
   setenv("SHADDR_ALLGATHER_RING", "1", 1);
   for (int n : node_sizes())
@@ -999,6 +1000,18 @@ TEST_P(Coll, AllgathervRing) {
                     for (int r = 0; r < size; r++)
                       REQUIRE(check(recv.data() + L.displs[r], L.counts[r], r, base, &bad), 4, "ring allgatherv %zu in_place %d block %d byte %zu", base, ip, r, bad);
                   }
+                }
+                // Each rank's own displacements (MPI lets them differ): rank r puts block i
+                // at slot (i + r) % size, so a block is elsewhere in every buffer, and the
+                // buffers' lengths are equal (a misplaced read would not be out of bounds).
+                for (size_t unit : {size_t(100000), size_t(1) << 20}) {
+                  std::vector<size_t> vc(size, unit), vd(size);
+                  for (int i = 0; i < size; i++) vd[i] = ((i + rank) % size) * (unit + 64);
+                  std::vector<unsigned char> send(unit), recv(size * (unit + 64), 0xEE);
+                  fill(send.data(), unit, rank, unit);
+                  REQUIRE(shaddr_allgatherv(c, send.data(), unit, recv.data(), vc.data(), vd.data()) == 0, 7, "ring allgatherv, own displacements, %zu", unit);
+                  for (int r = 0; r < size; r++)
+                    REQUIRE(check(recv.data() + vd[r], unit, r, unit, &bad), 8, "ring allgatherv, own displacements, %zu: block %d byte %zu", unit, r, bad);
                 }
                 if (size > 1) {
                   const size_t unit = 8192;
