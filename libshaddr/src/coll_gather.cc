@@ -238,13 +238,94 @@ int ring_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, s
     const size_t from = left_displs[b];
     if ((err = c.wait_stage(left, s, static_cast<unsigned>(k))) || c.peer_stage(left) == kFailed)
       failed = true;
+    else if (!recvbytes[b])
+      continue;  // an empty block may lie past the end of the neighbour's buffer (span())
     else if (from + recvbytes[b] > c.remote_len(left, 0) || from + recvbytes[b] < from)
       err = size_mismatch(left, c.remote_len(left, 0), from + recvbytes[b]);
-    else if (recvbytes[b])
+    else
       err = c.copy_from(left, c.remote_addr(left, 0) + from, out + displs[b], recvbytes[b]);
     failed = failed || err;
   }
   if (failed) c.post_stage(s, kFailed);
+  return c.finish(s, err);
+}
+
+// Allgatherv across the plan's coarsest level once per group: each block whose owner is in
+// another group is read from its owner by one rank of this group (its relay: the group's
+// members take the other groups' ranks in turn), and by the group's others from the relay's
+// receive buffer, on this side of the link; blocks of this group are read from their owners.
+// Every rank exposes its block (0), its receive buffer (1) and, for an Allgatherv, its
+// displacements (2: MPI lets them differ between ranks, and a block is read at the relay's);
+// a relay's stage is the number of blocks it has read, and 255 says it failed, so that nobody
+// waits for a block that will not come; finish() reports the first failure on every rank.
+// Each block is still one copy into each rank; the link carries it once per group instead of
+// once per rank of the group.
+int level_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, size_t total,
+                     const size_t *recvbytes, const size_t *displs, bool own_layout) {
+  const LevelGroups &l = c.levels().levels.front();
+  const int me = c.rank(), n = c.size(), g = l.group[static_cast<size_t>(me)];
+  constexpr unsigned kFailed = 255;
+  std::vector<int> group_ranks, across;  // this group's ranks, the others'
+  for (int r = 0; r < n; r++)
+    (l.group[static_cast<size_t>(r)] == g ? group_ranks : across).push_back(r);
+  const size_t members = group_ranks.size();
+  const size_t mine = static_cast<size_t>(
+      std::find(group_ranks.begin(), group_ranks.end(), me) - group_ranks.begin());
+  // across[i] is read by group_ranks[i % members], its (i / members + 1)-th block.
+
+  int err = 0;
+  const bool inplace = in_place(sendbuf);
+  if (!inplace) {
+    if (sendbytes != recvbytes[me]) err = size_mismatch(me, sendbytes, recvbytes[me]);
+    else if (sendbytes) std::memcpy(out + displs[me], sendbuf, sendbytes);
+  }
+  const uint64_t s = c.begin();
+  // The block as sent (its readers compare its length with theirs), as the flat Allgather.
+  const void *bufs[3] = {inplace ? out + displs[me] : sendbuf, out, displs};
+  const size_t lens[3] = {inplace ? recvbytes[me] : sendbytes, total,
+                          own_layout ? sizeof(size_t) * static_cast<size_t>(n) : 0};
+  if (int e = c.post(s, bufs, lens, 3); e && !err) err = e;
+  // The blocks this rank relays, from their owners across the link.
+  unsigned relayed = 0;
+  for (size_t i = mine; i < across.size() && !err; i += members) {
+    const int q = across[i];
+    if ((err = c.wait_posted(q, s))) break;
+    if (c.remote_len(q, 0) != recvbytes[q])
+      err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
+    else if (recvbytes[q])
+      err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
+    if (!err) c.post_stage(s, ++relayed);
+  }
+  bool failed = err != 0;
+  // This group's blocks from their owners, the others' from their relays.
+  for (size_t k = 1; k < members && !failed; k++) {
+    const int q = group_ranks[(mine + k) % members];
+    if ((err = c.wait_posted(q, s))) break;
+    if (c.remote_len(q, 0) != recvbytes[q])
+      err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
+    else if (recvbytes[q])
+      err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
+    failed = err != 0;
+  }
+  for (size_t k = 0; k < across.size() && !failed; k++) {
+    const size_t i = (k + mine) % across.size();
+    const int f = group_ranks[i % members], q = across[i];
+    if (f == me) continue;
+    const unsigned want = static_cast<unsigned>(i / members) + 1;
+    size_t at = displs[q];
+    if ((err = c.wait_stage(f, s, want)) || c.peer_stage(f) == kFailed) {
+      failed = true;
+      break;
+    }
+    if (!recvbytes[q]) continue;  // may lie past the end of the relay's buffer (span())
+    if (own_layout && (err = fetch_entry(c, f, 2, q, &at))) break;
+    if (at + recvbytes[q] > c.remote_len(f, 1) || at + recvbytes[q] < at)
+      err = size_mismatch(f, c.remote_len(f, 1), at + recvbytes[q]);
+    else
+      err = c.copy_from(f, c.remote_addr(f, 1) + at, out + displs[q], recvbytes[q]);
+    failed = err != 0;
+  }
+  if (err || failed) c.post_stage(s, kFailed);
   return c.finish(s, err);
 }
 
@@ -277,6 +358,8 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
   if (int err = c.settle_call()) return err;
   if (algo == SHADDR_ALGO_RING)
     return ring_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs, own_layout);
+  if (allgather_by_levels(c.plan(SHADDR_FALLBACK_NONE), *std::max_element(recvbytes, recvbytes + n)))
+    return level_allgatherv(c, sendbuf, sendbytes, out, total, recvbytes, displs, own_layout);
   const void *mine = inplace ? out + displs[me] : sendbuf;
   const size_t mylen = inplace ? recvbytes[me] : sendbytes;
   const uint64_t s = c.begin();

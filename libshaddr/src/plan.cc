@@ -284,15 +284,21 @@ void plan_levels(const Comm &c, shaddr_plan *out) {
     pl.groups = static_cast<int>(l.groups());
   }
   if (!out->nlevels || c.backend().stages()) return;
-  const shaddr_plan_table &t = out->tables[SHADDR_COLL_BCAST];
-  size_t from = 0;
-  for (int i = 0; i < t.nsteps; i++) {
-    if (t.steps[i].algo == SHADDR_ALGO_DIRECT) {
-      out->limits.bcast_levels_min = std::max<size_t>(from, 1);
-      return;
+  // The first size of @coll's copy path, if its last step is that path (a ring or streams
+  // at the large sizes read across the levels their own way).
+  const auto direct_from = [&](shaddr_coll coll) -> size_t {
+    const shaddr_plan_table &t = out->tables[coll];
+    if (!t.nsteps || t.steps[t.nsteps - 1].algo != SHADDR_ALGO_DIRECT) return 0;
+    size_t from = 0;
+    for (int i = 0; i < t.nsteps; i++) {
+      if (t.steps[i].algo == SHADDR_ALGO_DIRECT) return std::max<size_t>(from, 1);
+      from = t.steps[i].upto + 1;
     }
-    from = t.steps[i].upto + 1;
-  }
+    return 0;
+  };
+  out->limits.bcast_levels_min = direct_from(SHADDR_COLL_BCAST);
+  // A relay's progress is a stage (8 bits) per block it has read.
+  if (c.size() <= 255) out->limits.allgather_levels_min = direct_from(SHADDR_COLL_ALLGATHER);
 }
 
 uint64_t digest(const shaddr_plan &p) {
@@ -306,7 +312,8 @@ uint64_t digest(const shaddr_plan &p) {
     }
   }
   for (size_t v : {p.limits.slot_max, p.limits.bcast_fifo_max, p.limits.hier_segment,
-                   p.limits.hier_mesh_max, p.limits.bcast_levels_min})
+                   p.limits.hier_mesh_max, p.limits.bcast_levels_min,
+                   p.limits.allgather_levels_min})
     h = hash_mix(h, v);
   for (int i = 0; i < p.nlevels; i++)
     h = hash_mix(h, static_cast<uint64_t>(p.levels[i].level) << 40 |
@@ -377,6 +384,8 @@ std::string plan_levels_text(const shaddr_plan &p) {
   }
   if (p.limits.bcast_levels_min)
     out += "; bcast from " + size_text(p.limits.bcast_levels_min);
+  if (p.limits.allgather_levels_min)
+    out += "; allgather from " + size_text(p.limits.allgather_levels_min);
   return out;
 }
 

@@ -28,14 +28,19 @@ inline int plan_table(shaddr_coll coll, unsigned flags) {
   return coll;
 }
 
-// "levels: flat", or "levels: numa 2 groups; bcast from 16385" (shaddr_plan_format's last line,
-// without its newline; SHADDR_VERBOSE=1 prints it).
+// "levels: flat", or "levels: numa 2 groups; bcast from 16K; allgather from 8193"
+// (shaddr_plan_format's last line, without its newline; SHADDR_VERBOSE=1 prints it).
 std::string plan_levels_text(const shaddr_plan &p);
 
 // Whether a Bcast of @bytes that runs the copy path ("direct") goes down the plan's levels:
 // a function of the plan and the call, so equal on every rank.
 inline bool bcast_by_levels(const shaddr_plan &p, size_t bytes) {
   return p.nlevels > 0 && p.limits.bcast_levels_min && bytes >= p.limits.bcast_levels_min;
+}
+// Whether an Allgather(v) whose largest block is @largest, on the copy path, reads across the
+// plan's coarsest level once per group (coll_gather.cc): the same on every rank.
+inline bool allgather_by_levels(const shaddr_plan &p, size_t largest) {
+  return p.nlevels > 0 && p.limits.allgather_levels_min && largest >= p.limits.allgather_levels_min;
 }
 
 // The step of table @table for @bytes.

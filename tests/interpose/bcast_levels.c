@@ -4,8 +4,12 @@
  * (16 KiB on heap+cma, 16 KiB + 1 on the module's backends, 256 KiB + 1 on cma alone) and
  * over several chunks, in bytes and in a derived
  * type (every other int of a vector), each rank's result checked against what the root holds
- * (and a derived type's gaps left alone). Prints a digest of every rank's received bytes: a
- * run with SHADDR_TOPOLOGY=flat must print the same (tests/vm/bcast-levels).
+ * (and a derived type's gaps left alone); then MPI_Allgather and MPI_Allgatherv at block sizes
+ * around the plan's first size across the levels (the slots' largest + 1), in place or not,
+ * the Allgatherv with each rank's own displacements (block i at slot (i + rank) % size, a gap
+ * of the rank's own), every block checked and the gaps left alone. Prints a digest of every
+ * rank's received bytes: a run with SHADDR_TOPOLOGY=flat must print the same
+ * (tests/vm/bcast-levels).
  *
  * Usage: bcast_levels
  */
@@ -64,6 +68,44 @@ int main(int argc, char **argv)
 		MPI_Type_free(&every_other);
 		free(ints);
 		free(buf);
+	}
+	static const size_t blocks[] = { 4096, 8192, 8193, 16384, 16385, 262147, (1u << 20) + 3 };
+	for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++) {
+		const size_t n = blocks[k], gap = 64 * (size_t)(rank + 1), slot = n + gap;
+		unsigned char *send = malloc(n), *out = malloc(slot * (size_t)size);
+		int *counts = malloc(sizeof(int) * (size_t)size), *displs = malloc(sizeof(int) * (size_t)size);
+
+		for (int kind = 0; kind < 4; kind++, call++) {
+			/* 0: Allgather, 1: in place, 2: Allgatherv of own displacements, 3: in place */
+			const int v = kind >= 2, ip = kind % 2;
+
+			for (int i = 0; i < size; i++) {
+				counts[i] = (int)n;
+				displs[i] = (int)((size_t)(v ? (i + rank) % size : i) * (v ? slot : n));
+			}
+			memset(out, 0xee, slot * (size_t)size);
+			for (size_t i = 0; i < n; i++)
+				send[i] = pattern(i, rank, call);
+			if (ip)
+				memcpy(out + displs[rank], send, n);
+			if (v)
+				MPI_Allgatherv(ip ? MPI_IN_PLACE : send, (int)n, MPI_BYTE, out, counts, displs,
+					       MPI_BYTE, MPI_COMM_WORLD);
+			else
+				MPI_Allgather(ip ? MPI_IN_PLACE : send, (int)n, MPI_BYTE, out, (int)n,
+					      MPI_BYTE, MPI_COMM_WORLD);
+			for (int r = 0; r < size; r++)
+				for (size_t i = 0; i < n; i++)
+					bad += out[displs[r] + i] != pattern(i, r, call);
+			for (size_t i = 0; v && i < slot * (size_t)size; i++)
+				bad += i % slot >= n && out[i] != 0xee; /* the gaps */
+			for (int r = 0; r < size; r++)
+				h = mix(h, out + displs[r], n);
+		}
+		free(displs);
+		free(counts);
+		free(out);
+		free(send);
 	}
 	int any = 0;
 	MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

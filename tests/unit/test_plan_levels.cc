@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The plan's topology levels (plan.h, struct shaddr_plan's levels) and the Bcast down them
-// (coll_bcast.cc), on ranks given synthetic locations (set_own_location_for_tests: this host has
-// one NUMA node): the levels the plan keeps, SHADDR_TOPOLOGY's say, the limit from which a Bcast
-// goes down them, its text; every root's Bcast around that limit equal to the flat plan's, with
-// the leaders relaying; a failure on a leader reaches every rank.
+// The plan's topology levels (plan.h, struct shaddr_plan's levels), the Bcast down them
+// (coll_bcast.cc) and the Allgather(v) across them (coll_gather.cc), on ranks given synthetic
+// locations (set_own_location_for_tests: this host has one NUMA node): the levels the plan
+// keeps, SHADDR_TOPOLOGY's say, the limits from which the two use them, their text; every
+// root's Bcast and every Allgather(v) layout around those limits equal to the flat plan's, with
+// the leaders and relays at work; a failure on a leader or relay reaches every rank.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -55,6 +56,7 @@ int on_layout(const Layout &layout, int n, const char *backend,
 
 const Layout kTwoNuma{{}, {0, 1, 0, 1}, {}};               // numa {0,2}, {1,3}
 const Layout kTwoLevels{{0, 0, 4, 4}, {}, {0, 1, 4, 4}};   // package {0,1}, {2,3}; l3 {0} {1} {2,3}
+const Layout kUneven{{}, {0, 0, 0, 1, 1, 0}, {}};          // numa {0,1,2,5}, {3,4}
 
 std::string format(const shaddr_plan *p) {
   char buf[8192];
@@ -62,9 +64,9 @@ std::string format(const shaddr_plan *p) {
   return buf;
 }
 
-// The first size of the Bcast table's copy path.
-size_t direct_from(const shaddr_plan &p) {
-  const shaddr_plan_table &t = p.tables[SHADDR_COLL_BCAST];
+// The first size of @coll's copy path.
+size_t direct_from(const shaddr_plan &p, shaddr_coll coll = SHADDR_COLL_BCAST) {
+  const shaddr_plan_table &t = p.tables[coll];
   size_t from = 0;
   for (int i = 0; i < t.nsteps; i++) {
     if (t.steps[i].algo == SHADDR_ALGO_DIRECT) return from;
@@ -82,12 +84,19 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
                 return 1;
               if (!p->limits.bcast_levels_min || p->limits.bcast_levels_min != direct_from(*p))
                 return 2;
+              if (!p->limits.allgather_levels_min ||
+                  p->limits.allgather_levels_min != direct_from(*p, SHADDR_COLL_ALLGATHER))
+                return 7;
               const std::string want = "\nlevels: numa 2 groups; bcast from " +
-                                       std::to_string(p->limits.bcast_levels_min) + "\n";
+                                       std::to_string(p->limits.bcast_levels_min) +
+                                       "; allgather from " +
+                                       std::to_string(p->limits.allgather_levels_min) + "\n";
               if (format(p).find(want) == std::string::npos) return 3;
               // Every fallback's plan has the same levels.
               const shaddr_plan *m = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
-              if (!m || m->nlevels != 1 || m->limits.bcast_levels_min != p->limits.bcast_levels_min)
+              if (!m || m->nlevels != 1 ||
+                  m->limits.bcast_levels_min != p->limits.bcast_levels_min ||
+                  m->limits.allgather_levels_min != p->limits.allgather_levels_min)
                 return 4;
               const Grouping &g = from_handle(c)->levels();
               if (g.levels.size() != 1 || g.levels[0].group[static_cast<size_t>(rank)] != rank % 2)
@@ -120,6 +129,7 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
                           const bool want = std::strcmp(choice, "numa") == 0;
                           if (!p || p->nlevels != (want ? 1 : 0)) return 1;
                           if (!want && (p->limits.bcast_levels_min ||
+                                        p->limits.allgather_levels_min ||
                                         format(p).find("\nlevels: flat\n") == std::string::npos))
                             return 2;
                           if (rank == 0) (want ? levels_digest : flat_digest) = p->digest;
@@ -136,11 +146,25 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
               return p && p->nlevels == 0 && p->digest == flat_digest ? 0 : 1;
             }),
             0);
-  // A backend that stages its exposures keeps the levels but no Bcast goes down them.
+  // A backend that stages its exposures keeps the levels but no Bcast or Allgather uses them.
   EXPECT_EQ(on_layout(kTwoNuma, 4, "shm", {}, [](shaddr_comm_t *c, int) {
               const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
-              return p && p->nlevels == 1 && !p->limits.bcast_levels_min ? 0 : 1;
+              return p && p->nlevels == 1 && !p->limits.bcast_levels_min &&
+                             !p->limits.allgather_levels_min
+                         ? 0
+                         : 1;
             }),
+            0);
+  // An Allgather that goes round the ring reads one neighbour at every size: not by levels.
+  EXPECT_EQ(on_layout(kTwoNuma, 4, "cma", {{"SHADDR_ALLGATHER_RING", "1"}},
+                      [](shaddr_comm_t *c, int) {
+                        const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+                        return p && p->limits.bcast_levels_min &&
+                                       !p->limits.allgather_levels_min &&
+                                       format(p).find("allgather from") == std::string::npos
+                                   ? 0
+                                   : 1;
+                      }),
             0);
 }
 
@@ -210,6 +234,118 @@ TEST(PlanLevels, BcastDownTheLevelsIsTheFlatBcast) {
             0);
 }
 
+uint8_t block_byte(size_t i, int owner, int call) {
+  return static_cast<uint8_t>(i * 29 + static_cast<size_t>(owner) * 61 +
+                              static_cast<size_t>(call) * 7 + 1);
+}
+
+// Whether @rank relays blocks across the coarsest level: its index in its group is below the
+// number of the other groups' ranks (coll_gather.cc level_allgatherv()).
+bool relays(Comm &comm, int rank) {
+  const LevelGroups &l = comm.levels().levels.front();
+  const int g = l.group[static_cast<size_t>(rank)];
+  int mine = 0, across = 0;
+  for (int r = 0; r < comm.size(); r++) {
+    if (l.group[static_cast<size_t>(r)] != g) across++;
+    else if (r < rank) mine++;
+  }
+  return mine < across;
+}
+
+// Allgather and Allgatherv at the sizes around the limit and over several chunks: uniform, in
+// place, each rank's own displacements (block i at slot (i + rank) % n, with a gap of its own)
+// and an empty block: every rank's buffer holds every block and nothing else changed. Across the
+// levels a relay posts a stage per block it read, which the flat Allgather never does.
+// @levels: whether the plan uses the levels.
+int allgather_layouts(shaddr_comm_t *c, int rank, bool levels) {
+  Comm &comm = *from_handle(c);
+  const shaddr_plan &p = comm.plan(SHADDR_FALLBACK_NONE);
+  if ((p.limits.allgather_levels_min != 0) != levels) return 1;
+  const int n = comm.size();
+  const size_t min = levels ? p.limits.allgather_levels_min : 64u << 10;
+  const bool relay = levels && relays(comm, rank);
+  int call = 0;
+  for (size_t bytes : {min - 1, min, min + 1, 3 * comm.tuning().chunk + 5}) {
+    // 0: Allgather; 1: in place; 2: Allgatherv, own displacements, block 1 empty; 3: in place
+    for (int kind = 0; kind < 4; kind++, call++) {
+      const bool v = kind >= 2, ip = kind % 2 == 1;
+      const size_t gap = v ? 64 * static_cast<size_t>(rank + 1) : 0;
+      std::vector<size_t> counts(static_cast<size_t>(n), bytes), displs(counts.size());
+      for (int i = 0; i < n; i++) {
+        const size_t slot = static_cast<size_t>(v ? (i + rank) % n : i);
+        displs[static_cast<size_t>(i)] = slot * (bytes + gap);
+      }
+      if (v) counts[1] = 0;
+      const size_t mine = counts[static_cast<size_t>(rank)];
+      std::vector<uint8_t> send(mine + 1), out(static_cast<size_t>(n) * (bytes + gap) + 64, 0xee);
+      std::vector<uint8_t> want = out;
+      for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < counts[static_cast<size_t>(i)]; k++)
+          want[displs[static_cast<size_t>(i)] + k] = block_byte(k, i, call);
+      for (size_t k = 0; k < mine; k++) send[k] = block_byte(k, rank, call);
+      if (ip) std::memcpy(out.data() + displs[static_cast<size_t>(rank)], send.data(), mine);
+      const void *sb = ip ? SHADDR_IN_PLACE : send.data();
+      const uint64_t stage = comm.block().area(rank).stage.load();
+      const int err = v ? shaddr_allgatherv(c, sb, mine, out.data(), counts.data(), displs.data())
+                        : shaddr_allgather(c, sb, bytes, out.data());
+      if (err) {
+        std::fprintf(stderr, "rank %d: kind %d of %zu: %s\n", rank, kind, bytes,
+                     shaddr_last_error());
+        return 10;
+      }
+      for (size_t k = 0; k < out.size(); k++)
+        if (out[k] != want[k]) {
+          std::fprintf(stderr, "rank %d: kind %d of %zu: byte %zu is %u, not %u\n", rank, kind,
+                       bytes, k, out[k], want[k]);
+          return 11;
+        }
+      const bool staged = comm.block().area(rank).stage.load() != stage;
+      if (staged != (relay && bytes >= min)) {
+        std::fprintf(stderr, "rank %d: kind %d of %zu: stage %s\n", rank, kind, bytes,
+                     staged ? "posted" : "not posted");
+        return 12;
+      }
+    }
+  }
+  return 0;
+}
+
+TEST(PlanLevels, AllgatherAcrossTheLevelsIsTheFlatAllgather) {
+  // numa {0,2} {1,3}: rank 0 relays block 1, rank 2 block 3; rank 1 block 0, rank 3 block 2.
+  EXPECT_EQ(on_layout(kTwoNuma, 4, "cma", {},
+                      [](shaddr_comm_t *c, int rank) { return allgather_layouts(c, rank, true); }),
+            0);
+  // The coarsest of two levels: package {0,1} {2,3}.
+  EXPECT_EQ(on_layout(kTwoLevels, 4, "cma", {},
+                      [](shaddr_comm_t *c, int rank) { return allgather_layouts(c, rank, true); }),
+            0);
+  // Groups of 4 and 2: ranks 0 and 1 relay blocks 3 and 4, ranks 2 and 5 none; rank 3 relays
+  // blocks 0, 2 and rank 4 blocks 1, 5 (two stages each).
+  EXPECT_EQ(on_layout(kUneven, 6, "cma", {},
+                      [](shaddr_comm_t *c, int rank) { return allgather_layouts(c, rank, true); }),
+            0);
+  EXPECT_EQ(on_layout(kTwoNuma, 4, "cma", {{"SHADDR_TOPOLOGY", "flat"}},
+                      [](shaddr_comm_t *c, int rank) { return allgather_layouts(c, rank, false); }),
+            0);
+}
+
+// A rank whose count differs from the others' view of it fails the Allgatherv on every rank
+// with -EMSGSIZE (its group reads it from it, the other group through a relay), and the
+// communicator goes on.
+TEST(PlanLevels, AllgatherCountMismatchAcrossTheLevels) {
+  EXPECT_EQ(on_layout(kUneven, 6, "cma", {}, [](shaddr_comm_t *c, int rank) {
+              const size_t bytes = 1u << 20;
+              std::vector<size_t> counts(6, bytes), displs(6);
+              for (size_t i = 0; i < 6; i++) displs[i] = i * (bytes + 64);
+              std::vector<uint8_t> send(bytes + 64, 1), out(6 * (bytes + 64));
+              const int err = shaddr_allgatherv(c, send.data(), rank == 2 ? bytes + 8 : bytes,
+                                                out.data(), counts.data(), displs.data());
+              if (err != -EMSGSIZE) return 1;
+              return shaddr_barrier(c) == 0 ? 0 : 2;
+            }),
+            0);
+}
+
 // A leader whose exposure (1), or read of the root (2), fails: the rank below it stops and
 // every rank fails the call, instead of waiting for data that will not come.
 TEST(PlanLevels, FailureOnALeaderReachesEveryRank) {
@@ -223,6 +359,25 @@ TEST(PlanLevels, FailureOnALeaderReachesEveryRank) {
                         }),
               0)
         << "SHADDR_FAIL_INJECT=" << every;
+  }
+}
+
+// A relay whose exposure (1, 2), read of the block it relays (3), read of its own group's block
+// (4), or read from the other relay of its group (5) fails: every rank fails the Allgather,
+// none waits for a block that will not come, and the communicator goes on.
+TEST(PlanLevels, FailureOnARelayReachesEveryRank) {
+  for (const char *nth : {"1", "2", "3", "4", "5"}) {
+    EXPECT_EQ(on_layout(kTwoNuma, 4, "cma",
+                        {{"SHADDR_FAIL_INJECT", nth}, {"SHADDR_FAIL_INJECT_RANK", "1"}},
+                        [](shaddr_comm_t *c, int rank) {
+                          const size_t bytes = 1u << 20;
+                          std::vector<uint8_t> send(bytes, static_cast<uint8_t>(rank)),
+                              out(4 * bytes);
+                          if (!shaddr_allgather(c, send.data(), bytes, out.data())) return 1;
+                          return shaddr_barrier(c) == 0 ? 0 : 2;
+                        }),
+              0)
+        << "SHADDR_FAIL_INJECT=" << nth;
   }
 }
 

@@ -375,7 +375,13 @@ struct shaddr_plan_table {
  * @bcast_levels_min: a Bcast of at least this many bytes goes down the plan's topology levels
  *                    (root, one leader per domain, the domain's ranks from their leader): the
  *                    sizes of the copy path ("direct"), where the plan keeps a level and the
- *                    backend does not stage; 0: none (a flat plan). Appended last.
+ *                    backend does not stage; 0: none (a flat plan).
+ * @allgather_levels_min: an Allgather(v) whose largest block has at least this many bytes reads
+ *                        each block across the coarsest level once per group (one rank of the
+ *                        group reads it from its owner, the group's others from that rank):
+ *                        the copy path's sizes ("direct", not the ring), where the plan keeps a
+ *                        level, the backend does not stage and the node has at most 255 ranks;
+ *                        0: none. Appended last.
  */
 struct shaddr_plan_limits {
 	size_t slot_max;
@@ -383,6 +389,7 @@ struct shaddr_plan_limits {
 	size_t hier_segment;
 	size_t hier_mesh_max;
 	size_t bcast_levels_min;
+	size_t allgather_levels_min;
 };
 
 /* A level of the node's topology (docs/topology.md), coarse to fine. */
