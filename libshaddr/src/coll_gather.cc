@@ -69,6 +69,14 @@ Comm *enter(shaddr_comm_t *comm, shaddr_coll which, int *err) {
   return c;
 }
 
+// Waits for @peer's post of s and copies its exposure 0, a block of @want bytes, to @dst; a block
+// of another length is a count mismatch.
+int read_block(Comm &c, uint64_t s, int peer, char *dst, size_t want) {
+  if (int err = c.wait_posted(peer, s)) return err;
+  if (c.remote_len(peer, 0) != want) return size_mismatch(peer, c.remote_len(peer, 0), want);
+  return c.copy_from(peer, c.remote_addr(peer, 0), dst, want);
+}
+
 // Reads peer's exposure `i`'s size_t entry `index` (its displacement or count arrays).
 int fetch_entry(Comm &c, int peer, int i, int index, size_t *out) {
   return c.copy_from(peer, c.remote_addr(peer, i) + sizeof(size_t) * index, out, sizeof(size_t));
@@ -100,10 +108,7 @@ int gatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
     }
     for (int i = 1; i < n && !err; i++) {
       const int q = (root + i) % n;
-      if ((err = c.wait_posted(q, s))) break;
-      if (c.remote_len(q, 0) != recvbytes[q])
-        err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
-      else err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
+      err = read_block(c, s, q, out + displs[q], recvbytes[q]);
     }
   } else {
     c.stats().bytes[SHADDR_COLL_GATHER] += sendbytes;
@@ -289,23 +294,14 @@ int level_allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, char *out, 
   unsigned relayed = 0;
   for (size_t i = mine; i < across.size() && !err; i += members) {
     const int q = across[i];
-    if ((err = c.wait_posted(q, s))) break;
-    if (c.remote_len(q, 0) != recvbytes[q])
-      err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
-    else if (recvbytes[q])
-      err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
-    if (!err) c.post_stage(s, ++relayed);
+    if (!(err = read_block(c, s, q, out + displs[q], recvbytes[q])))
+      c.post_stage(s, ++relayed);
   }
   bool failed = err != 0;
   // This group's blocks from their owners, the others' from their relays.
   for (size_t k = 1; k < members && !failed; k++) {
     const int q = group_ranks[(mine + k) % members];
-    if ((err = c.wait_posted(q, s))) break;
-    if (c.remote_len(q, 0) != recvbytes[q])
-      err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
-    else if (recvbytes[q])
-      err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
-    failed = err != 0;
+    failed = (err = read_block(c, s, q, out + displs[q], recvbytes[q])) != 0;
   }
   for (size_t k = 0; k < across.size() && !failed; k++) {
     const size_t i = (k + mine) % across.size();
@@ -370,10 +366,7 @@ int allgatherv(Comm &c, const void *sendbuf, size_t sendbytes, void *recvbuf,
   }
   for (int i = 1; i < n && !err; i++) {
     const int q = (me + i) % n;
-    if ((err = c.wait_posted(q, s))) break;
-    if (c.remote_len(q, 0) != recvbytes[q])
-      err = size_mismatch(q, c.remote_len(q, 0), recvbytes[q]);
-    else err = c.copy_from(q, c.remote_addr(q, 0), out + displs[q], recvbytes[q]);
+    err = read_block(c, s, q, out + displs[q], recvbytes[q]);
   }
   return c.finish(s, err);
 }
