@@ -11,16 +11,22 @@
 //    the rank that computed them.
 //  - direct (Reduce only): the root reads every peer's operand itself, reduce_unit bytes at a
 //    time, and combines them into its receive buffer; no slices, no second phase.
+//  - partitioned down the levels (where the plan keeps a topology level whose domains hold runs
+//    of consecutive ranks: reduce_by_levels()): each slice is folded by one rank of each run in
+//    turn, a partial result crossing between domains instead of every operand (level_reduce()).
 // All three combine operands in rank order (x0 op x1 op ... op xn-1), each element computed by one
 // rank: every rank gets bitwise the same result, whatever the arrival order.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "coll_rules.h"
 #include "comm.h"
 #include "error.h"
+#include "plan.h"
 #include "reduce_ops.h"
+#include "topology.h"
 
 namespace shaddr {
 
@@ -52,6 +58,27 @@ bool reduce_slots_fit(size_t bytes, const Tuning &t) { return bytes <= t.slot_ma
 
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t) {
   return nranks == 2 && !reduce_slots_fit(bytes, t) && bytes <= kReduceDirectMax;
+}
+
+// Runs of consecutive ranks in one domain of @l, in rank order.
+std::vector<ChainRun> chain_runs(const LevelGroups &l) {
+  std::vector<ChainRun> runs;
+  for (size_t r = 0; r < l.group.size(); r++) {
+    if (r && l.group[r] == l.group[r - 1]) runs.back().count++;
+    else runs.push_back({static_cast<int>(r), 1});
+  }
+  return runs;
+}
+
+// A partitioned reduction of n slices reads, for rank q's slice, the operands of every rank
+// outside q's domain across the level; down the chain each slice crosses once per run boundary.
+bool reduce_chain_pays(const LevelGroups &l) {
+  const size_t n = l.group.size();
+  std::vector<size_t> members(l.groups());
+  for (int g : l.group) members[static_cast<size_t>(g)]++;
+  size_t flat = 0;
+  for (int g : l.group) flat += n - members[static_cast<size_t>(g)];
+  return n <= 255 && (chain_runs(l).size() - 1) * n < flat;
 }
 
 namespace {
@@ -145,6 +172,166 @@ int partitioned_reduce(Comm &c, const Args &a) {
   return err;
 }
 
+// Down the rank-order chain of the plan's coarsest level (level_reduce()): the vector is cut
+// into slices; the runs of the chain (chain_runs()) fold each slice in turn, run j starting from
+// run j - 1's partial result, which is the only thing of a slice that crosses between domains.
+// In run j of m ranks, rank first + i folds the slices t with t % m == i, in increasing t, and
+// posts stage c + 1 once its c-th is done (t / m + 1 for slice t); it keeps its partial results
+// back to back in its exposure 1. The last run's folder of a slice holds its result: in its
+// receive buffer (exposure 2) for an Allreduce or at the root, else in exposure 1.
+struct Chain {
+  Chain(const LevelGroups &l, const Args &a) : runs(chain_runs(l)), count(a.count), esize(a.esize) {
+    size_t smallest = l.group.size();
+    for (const ChainRun &r : runs) smallest = std::min(smallest, static_cast<size_t>(r.count));
+    std::vector<size_t> members(l.groups());
+    for (int g : l.group) members[static_cast<size_t>(g)]++;
+    for (size_t m : members) smallest = std::min(smallest, m);
+    // Slices enough that the runs overlap (run j waits for run j - 1's first slice only, 1/8
+    // of a rank's share: flat's time plus an eighth), not smaller than kSliceMin, and at most
+    // kMaxTasks a rank, so that its folds and relays fit a stage (8 bits, 255 = failed).
+    constexpr size_t kSliceMin = 4u << 10, kMaxTasks = 120;
+    slices = std::min({8 * l.group.size(), std::max<size_t>(1, a.bytes / kSliceMin), count,
+                       kMaxTasks * smallest});
+  }
+  size_t lo(size_t t) const { return count * t / slices; }
+  size_t bytes(size_t t) const { return (lo(t + 1) - lo(t)) * esize; }
+  int folder(size_t j, size_t t) const {
+    return runs[j].first + static_cast<int>(t % static_cast<size_t>(runs[j].count));
+  }
+  // The stage run j's folder of slice t posts once it is folded.
+  unsigned stage(size_t j, size_t t) const {
+    return static_cast<unsigned>(t / static_cast<size_t>(runs[j].count)) + 1;
+  }
+  // Where run j's folder keeps slice t's partial result in its exposure 1.
+  size_t part_offset(size_t j, size_t t) const {
+    const size_t m = static_cast<size_t>(runs[j].count);
+    size_t off = 0;
+    for (size_t u = t % m; u < t; u += m) off += bytes(u);
+    return off;
+  }
+  // How many slices rank @r of run @j folds.
+  size_t tasks(size_t j, int r) const {
+    const size_t m = static_cast<size_t>(runs[j].count), i = static_cast<size_t>(r - runs[j].first);
+    return i < slices ? (slices - i - 1) / m + 1 : 0;
+  }
+  size_t run_of(int r) const {
+    size_t j = 0;
+    while (j + 1 < runs.size() && runs[j + 1].first <= r) j++;
+    return j;
+  }
+  std::vector<ChainRun> runs;
+  size_t count, esize, slices = 1;
+};
+
+// Every element is still x0 op x1 op ... op xn-1 in rank order, computed by one rank: bitwise
+// the flat reduction's result. An Allreduce's result then crosses the level once per group: the
+// last run's group reads each slice from its folder, every other group through a relay of its
+// own (the group's ranks take the slices in turn, a stage each after their folds).
+int level_reduce(Comm &c, const Args &a) {
+  const LevelGroups &l = c.levels().levels.front();
+  const int me = c.rank(), n = c.size();
+  constexpr unsigned kFailed = 255;
+  const Chain ch(l, a);
+  const size_t last = ch.runs.size() - 1, j = ch.run_of(me), P = ch.slices;
+  const ChainRun &run = ch.runs[j];
+  const size_t m = static_cast<size_t>(run.count), i = static_cast<size_t>(me - run.first);
+  const bool allreduce = a.root < 0, to_out = j == last && gets_result(c, a);
+  // In place, the result overwrites this rank's operand: it is combined from a copy, which
+  // also restores the input if the call fails (coll.h).
+  const bool in_place = a.out && a.out == a.in;
+  char *saved = in_place ? static_cast<char *>(c.scratch(0, a.bytes)) : nullptr;
+  if (saved) std::memcpy(saved, a.in, a.bytes);
+  const char *own = saved ? saved : a.in;
+  size_t part_len = 0;
+  if (!to_out)
+    for (size_t t = i; t < P; t += m) part_len += ch.bytes(t);
+  char *part = part_len ? static_cast<char *>(c.scratch(1, part_len)) : nullptr;
+
+  const uint64_t s = c.begin();
+  const void *bufs[3] = {a.in, part, allreduce ? a.out : nullptr};
+  const size_t lens[3] = {a.bytes, part_len, allreduce ? a.bytes : 0};
+  int err = c.post(s, bufs, lens, 3);
+  for (int q = run.first; q < run.first + run.count && !err; q++)
+    if (q != me) err = c.wait_posted(q, s);
+  bool failed = err != 0;
+  // Fails the call on @peer's failure too: it posted kFailed instead of the stage awaited.
+  const auto await = [&](int peer, unsigned stage) {
+    failed = (err = c.wait_stage(peer, s, stage)) != 0 || c.peer_stage(peer) == kFailed;
+    return !failed;
+  };
+
+  // This rank's slices of its run: from the previous run's partial (or the chain's first
+  // operand), then its run's operands in rank order, reduce_unit bytes at a time.
+  const size_t unit_elems = std::max<size_t>(1, c.tuning().reduce_unit / a.esize);
+  unsigned done = 0;
+  for (size_t t = i; t < P && !failed; t += m) {
+    const size_t lo = ch.lo(t), cnt = ch.lo(t + 1) - lo;
+    char *dst = to_out ? a.out + lo * a.esize : part + ch.part_offset(j, t);
+    const int prev = j ? ch.folder(j - 1, t) : -1;
+    if (prev >= 0 && !await(prev, ch.stage(j - 1, t))) break;
+    const uint64_t prev_at = prev >= 0 ? c.remote_addr(prev, 1) + ch.part_offset(j - 1, t) : 0;
+    for (size_t e = 0; e < cnt && !err; e += unit_elems) {
+      const size_t k = std::min(unit_elems, cnt - e), off = (lo + e) * a.esize, len = k * a.esize;
+      char *acc = dst + e * a.esize;
+      int q = run.first;
+      if (prev >= 0) err = c.copy_from(prev, prev_at + e * a.esize, acc, len);
+      else if (q == me) std::memcpy(acc, own + off, len);
+      else err = c.copy_from(q, c.remote_addr(q, 0) + off, acc, len);
+      for (q += prev < 0; q < run.first + run.count && !err; q++) {
+        if (q == me) reduce_apply(a.op, a.type, acc, own + off, k);
+        else err = c.visit(q, c.remote_addr(q, 0) + off, len, len, [&](const void *p, size_t) {
+          reduce_apply(a.op, a.type, acc, p, k);
+        });
+      }
+    }
+    if (!(failed = err != 0)) c.post_stage(s, ++done);
+  }
+
+  // The results: the root reads each slice from its holder; an Allreduce's ranks read theirs
+  // from the holder (its group) or from their group's relay.
+  const auto read_result = [&](size_t t, int from, int exposure, uint64_t at) {
+    return c.copy_from(from, c.remote_addr(from, exposure) + at, a.out + ch.lo(t) * a.esize,
+                       ch.bytes(t));
+  };
+  if (!allreduce && me == a.root) {
+    for (size_t t = 0; t < P && !failed; t++) {
+      const int h = ch.folder(last, t);
+      if (h == me || !await(h, ch.stage(last, t))) continue;
+      failed = (err = read_result(t, h, 1, ch.part_offset(last, t))) != 0;
+    }
+  } else if (allreduce) {
+    const int g = l.group[static_cast<size_t>(me)];
+    std::vector<int> mates;
+    for (int r = 0; r < n; r++)
+      if (l.group[static_cast<size_t>(r)] == g) mates.push_back(r);
+    const size_t G = mates.size();
+    const size_t gi =
+        static_cast<size_t>(std::find(mates.begin(), mates.end(), me) - mates.begin());
+    const bool holders_group = g == l.group[static_cast<size_t>(ch.runs[last].first)];
+    for (size_t t = gi; t < P && !failed && !holders_group; t += G) {  // relayed slices first
+      const int h = ch.folder(last, t);
+      if (!await(h, ch.stage(last, t))) break;
+      if (!(failed = (err = read_result(t, h, 2, ch.lo(t) * a.esize)) != 0))
+        c.post_stage(s, ++done);
+    }
+    for (size_t t = 0; t < P && !failed; t++) {
+      int from = ch.folder(last, t);
+      unsigned stage = ch.stage(last, t);
+      if (!holders_group) {
+        if (t % G == gi) continue;
+        from = mates[t % G];
+        stage = static_cast<unsigned>(ch.tasks(ch.run_of(from), from) + t / G + 1);
+      }
+      if (from == me || !await(from, stage)) continue;
+      failed = (err = read_result(t, from, 2, ch.lo(t) * a.esize)) != 0;
+    }
+  }
+  if (failed) c.post_stage(s, kFailed);
+  err = c.finish(s, err);
+  if (err && saved) std::memcpy(a.out, saved, a.bytes);  // nobody reads it after finish()
+  return err;
+}
+
 // The root reads each peer's operand (q != root), reduce_unit bytes at a time, and combines
 // the n operands in rank order straight into its receive buffer, which stays in L1 for the
 // step. The others only expose their input and wait at the closing barrier.
@@ -228,9 +415,11 @@ int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count
       which, a.bytes, root < 0 && a.in == a.out ? SHADDR_PLAN_IN_PLACE : 0);
   if (algo != SHADDR_ALGO_SLOTS)
     if (int err = c.account(c.settle_call())) return err;
-  const int err = c.account(algo == SHADDR_ALGO_SLOTS  ? slot_reduce(c, a)
-                            : algo == SHADDR_ALGO_ROOT ? direct_reduce(c, a)
-                                                       : partitioned_reduce(c, a));
+  const int err = c.account(
+      algo == SHADDR_ALGO_SLOTS                                    ? slot_reduce(c, a)
+      : algo == SHADDR_ALGO_ROOT                                   ? direct_reduce(c, a)
+      : reduce_by_levels(c.plan(SHADDR_FALLBACK_NONE), a.bytes) ? level_reduce(c, a)
+                                                                   : partitioned_reduce(c, a));
   return err ? fail(err, name) : 0;
 }
 

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace shaddr {
 
 struct Tuning;
+struct LevelGroups;
 
 // coll_bcast.cc. A Bcast of `bytes` goes through the root's slot (checked first) ...
 bool bcast_slot_fits(size_t bytes, const Tuning &t);
@@ -38,6 +40,16 @@ bool reduce_slots_fit(size_t bytes, const Tuning &t);
 // halved combining wins when both ranks have a core.
 bool reduce_direct_wins(int nranks, size_t bytes, const Tuning &t);
 constexpr size_t kReduceDirectMax = 128u << 10;
+// The rank-order chain of a level's groups: runs of consecutive ranks in one domain.
+struct ChainRun {
+  int first, count;
+};
+std::vector<ChainRun> chain_runs(const LevelGroups &l);
+// A partitioned Reduce/Allreduce goes down the chain of @l (coll_reduce.cc level_reduce()) where
+// its slices cross between domains fewer times than the flat one's operands do, and the node has
+// at most 255 ranks (a rank's folds are stages, 8 bits). Rank order decides, not only the
+// grouping: ranks alternating between two domains make a chain as long as the node.
+bool reduce_chain_pays(const LevelGroups &l);
 
 // coll_gather.cc. Gather, Scatter, Allgather of `per_rank` bytes per block, and Alltoall of
 // n blocks of that size (`per_rank` = n * block), go through the control block's slots.

@@ -271,11 +271,12 @@ static_assert(static_cast<int>(Level::kPackage) == SHADDR_LEVEL_PACKAGE &&
               static_cast<int>(Level::kL3) == SHADDR_LEVEL_L3 &&
               static_cast<int>(Level::kL2) == SHADDR_LEVEL_L2 && kLevels == SHADDR_LEVEL_COUNT);
 
-// The levels of @c's grouping, and from which size a Bcast goes down them: the copy path's
-// sizes (the first "direct" step of the Bcast table; slots and the FIFO have their own
-// copies), not on a backend that stages (a relay's exposure is staged when it is posted,
-// before its data has arrived). A size rule, not the model's: the model has no per-level
-// bandwidths yet (docs/topology.md).
+// The levels of @c's grouping, and from which size a Bcast, an Allgather and a reduction use
+// them: the copy path's sizes (the first "direct" step of the Bcast and Allgather tables, the
+// first "partitioned" of the reductions'; slots and the FIFO have their own copies), not on a
+// backend that stages (a relay's exposure, or a folder's partial result, is staged when it is
+// posted, before its data has arrived). A size rule, not the model's: the model has no
+// per-level bandwidths yet (docs/topology.md).
 void plan_levels(const Comm &c, shaddr_plan *out) {
   for (const LevelGroups &l : c.levels().levels) {
     shaddr_plan_level &pl = out->levels[out->nlevels++];
@@ -299,6 +300,17 @@ void plan_levels(const Comm &c, shaddr_plan *out) {
   out->limits.bcast_levels_min = direct_from(SHADDR_COLL_BCAST);
   // A relay's progress is a stage (8 bits) per block it has read.
   if (c.size() <= 255) out->limits.allgather_levels_min = direct_from(SHADDR_COLL_ALLGATHER);
+  // A reduction's partitioned path (the same sizes in Reduce and Allreduce: the slots' end;
+  // a Reduce's direct path is for 2 ranks, whose chain never pays).
+  if (reduce_chain_pays(c.levels().levels.front())) {
+    const shaddr_plan_table &t = out->tables[SHADDR_COLL_ALLREDUCE];
+    size_t from = 0;
+    for (int i = 0; i < t.nsteps && !out->limits.reduce_levels_min; i++) {
+      if (t.steps[i].algo == SHADDR_ALGO_PARTITIONED)
+        out->limits.reduce_levels_min = std::max<size_t>(from, 1);
+      from = t.steps[i].upto + 1;
+    }
+  }
 }
 
 uint64_t digest(const shaddr_plan &p) {
@@ -313,7 +325,7 @@ uint64_t digest(const shaddr_plan &p) {
   }
   for (size_t v : {p.limits.slot_max, p.limits.bcast_fifo_max, p.limits.hier_segment,
                    p.limits.hier_mesh_max, p.limits.bcast_levels_min,
-                   p.limits.allgather_levels_min})
+                   p.limits.allgather_levels_min, p.limits.reduce_levels_min})
     h = hash_mix(h, v);
   for (int i = 0; i < p.nlevels; i++)
     h = hash_mix(h, static_cast<uint64_t>(p.levels[i].level) << 40 |
@@ -386,6 +398,8 @@ std::string plan_levels_text(const shaddr_plan &p) {
     out += "; bcast from " + size_text(p.limits.bcast_levels_min);
   if (p.limits.allgather_levels_min)
     out += "; allgather from " + size_text(p.limits.allgather_levels_min);
+  if (p.limits.reduce_levels_min)
+    out += "; reduce from " + size_text(p.limits.reduce_levels_min);
   return out;
 }
 

@@ -28,7 +28,8 @@ inline int plan_table(shaddr_coll coll, unsigned flags) {
   return coll;
 }
 
-// "levels: flat", or "levels: numa 2 groups; bcast from 16K; allgather from 8193"
+// "levels: flat", or "levels: numa 2 groups; bcast from 16K; allgather from 8193;
+// reduce from 5462"
 // (shaddr_plan_format's last line, without its newline; SHADDR_VERBOSE=1 prints it).
 std::string plan_levels_text(const shaddr_plan &p);
 
@@ -41,6 +42,12 @@ inline bool bcast_by_levels(const shaddr_plan &p, size_t bytes) {
 // plan's coarsest level once per group (coll_gather.cc): the same on every rank.
 inline bool allgather_by_levels(const shaddr_plan &p, size_t largest) {
   return p.nlevels > 0 && p.limits.allgather_levels_min && largest >= p.limits.allgather_levels_min;
+}
+
+// Whether a Reduce/Allreduce of @bytes a rank, on the partitioned path, goes down the rank-order
+// chain of the plan's coarsest level (coll_reduce.cc): the same on every rank.
+inline bool reduce_by_levels(const shaddr_plan &p, size_t bytes) {
+  return p.nlevels > 0 && p.limits.reduce_levels_min && bytes >= p.limits.reduce_levels_min;
 }
 
 // The step of table @table for @bytes.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The plan's topology levels (plan.h, struct shaddr_plan's levels), the Bcast down them
-// (coll_bcast.cc) and the Allgather(v) across them (coll_gather.cc), on ranks given synthetic
+// (coll_bcast.cc), the Allgather(v) across them (coll_gather.cc) and the reductions down their
+// rank-order chain (coll_reduce.cc), on ranks given synthetic
 // locations (set_own_location_for_tests: this host has one NUMA node): the levels the plan
 // keeps, SHADDR_TOPOLOGY's say, the limits from which the two use them, their text; every
 // root's Bcast and every Allgather(v) layout around those limits equal to the flat plan's, with
@@ -8,6 +9,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,6 +61,7 @@ int on_layout(const Layout &layout, int n, const char *backend,
 const Layout kTwoNuma{{}, {0, 1, 0, 1}, {}};               // numa {0,2}, {1,3}
 const Layout kTwoLevels{{0, 0, 4, 4}, {}, {0, 1, 4, 4}};   // package {0,1}, {2,3}; l3 {0} {1} {2,3}
 const Layout kUneven{{}, {0, 0, 0, 1, 1, 0}, {}};          // numa {0,1,2,5}, {3,4}
+const Layout kHalves{{}, {0, 0, 1, 1}, {}};                // numa {0,1}, {2,3}
 
 std::string format(const shaddr_plan *p) {
   char buf[8192];
@@ -87,6 +92,9 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
               if (!p->limits.allgather_levels_min ||
                   p->limits.allgather_levels_min != direct_from(*p, SHADDR_COLL_ALLGATHER))
                 return 7;
+              // Ranks alternating between the domains: the reduction's chain would cross at
+              // every rank, more than the flat reduction reads across.
+              if (p->limits.reduce_levels_min) return 8;
               const std::string want = "\nlevels: numa 2 groups; bcast from " +
                                        std::to_string(p->limits.bcast_levels_min) +
                                        "; allgather from " +
@@ -119,6 +127,22 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
                          : 2;
             }),
             0);
+  // Runs of consecutive ranks in a domain: the reductions' partitioned path goes down the chain
+  // (from the end of the slots), in every fallback's plan, and the text says so.
+  for (const Layout *layout : {&kHalves, &kUneven}) {
+    const int n = static_cast<int>(layout->numa.size());
+    EXPECT_EQ(on_layout(*layout, n, "cma", {}, [](shaddr_comm_t *c, int) {
+                const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+                if (!p || p->limits.reduce_levels_min != p->limits.slot_max + 1) return 1;
+                const shaddr_plan *m = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
+                if (!m || m->limits.reduce_levels_min != p->limits.reduce_levels_min) return 2;
+                const std::string want =
+                    "; reduce from " + std::to_string(p->limits.reduce_levels_min) + "\n";
+                return format(p).find(want) != std::string::npos ? 0 : 3;
+              }),
+              0)
+        << n << " ranks";
+  }
   // SHADDR_TOPOLOGY: flat, or a list without the level, keeps none: the flat plan, byte for byte
   // in its tables and digest.
   uint64_t flat_digest = 0, levels_digest = 0;
@@ -130,6 +154,7 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
                           if (!p || p->nlevels != (want ? 1 : 0)) return 1;
                           if (!want && (p->limits.bcast_levels_min ||
                                         p->limits.allgather_levels_min ||
+                                        p->limits.reduce_levels_min ||
                                         format(p).find("\nlevels: flat\n") == std::string::npos))
                             return 2;
                           if (rank == 0) (want ? levels_digest : flat_digest) = p->digest;
@@ -150,9 +175,14 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
   EXPECT_EQ(on_layout(kTwoNuma, 4, "shm", {}, [](shaddr_comm_t *c, int) {
               const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
               return p && p->nlevels == 1 && !p->limits.bcast_levels_min &&
-                             !p->limits.allgather_levels_min
+                             !p->limits.allgather_levels_min && !p->limits.reduce_levels_min
                          ? 0
                          : 1;
+            }),
+            0);
+  EXPECT_EQ(on_layout(kHalves, 4, "shm", {}, [](shaddr_comm_t *c, int) {
+              const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+              return p && p->nlevels == 1 && !p->limits.reduce_levels_min ? 0 : 1;
             }),
             0);
   // An Allgather that goes round the ring reads one neighbour at every size: not by levels.
@@ -344,6 +374,135 @@ TEST(PlanLevels, AllgatherCountMismatchAcrossTheLevels) {
               return shaddr_barrier(c) == 0 ? 0 : 2;
             }),
             0);
+}
+
+// Rank r's operand element i: values of very different magnitudes, so that a sum in any other
+// order than x0 + x1 + ... + xn-1 differs in the last bits.
+double operand(size_t i, int r, int call) {
+  const double big[] = {1e16, -1e16, 3.0e15, 1.0};
+  return big[(i + static_cast<size_t>(r) + static_cast<size_t>(call)) % 4] +
+         static_cast<double>((i * 7 + static_cast<size_t>(r) * 13) % 97) * 0.1 + 0.37 * r;
+}
+
+// Reduce from every root and Allreduce, in place and not, of doubles (sum: the rank-order
+// fold, bitwise, element by element) and ints (max), at the sizes around the limit and over many
+// slices: every result as x0 op x1 op ... op xn-1 computed here, every other rank's receive
+// buffer untouched. Down the chain a rank posts a stage per slice it folds or relays (more than
+// the flat reduction's one). @levels: whether the plan goes down the chain.
+int reductions(shaddr_comm_t *c, int rank, bool levels) {
+  Comm &comm = *from_handle(c);
+  const shaddr_plan &p = comm.plan(SHADDR_FALLBACK_NONE);
+  if ((p.limits.reduce_levels_min != 0) != levels) return 1;
+  const int n = comm.size();
+  const size_t min = levels ? p.limits.reduce_levels_min : p.limits.slot_max + 1;
+  int call = 0;
+  for (size_t bytes : {min - 1, min + 7, size_t{1} << 20 | 24, (size_t{3} << 20) + 8 * 1001}) {
+    const size_t count = bytes / sizeof(double);
+    for (int root = -1; root < n; root++) {
+      for (int ip = 0; ip < 2; ip++, call++) {
+        // In place where the result lands (a Reduce's other ranks send as usual).
+        const bool result = root < 0 || root == rank, in_place = ip && result;
+        std::vector<double> in(count), out(count, -7.0), want(count);
+        for (size_t i = 0; i < count; i++) {
+          in[i] = operand(i, rank, call);
+          want[i] = operand(i, 0, call);
+          for (int r = 1; r < n; r++) want[i] += operand(i, r, call);
+        }
+        if (in_place) out = in;
+        const uint64_t stage = comm.block().area(rank).stage.load();
+        const void *sb = in_place ? SHADDR_IN_PLACE : in.data();
+        const int err =
+            root < 0 ? shaddr_allreduce(c, sb, out.data(), count, SHADDR_DOUBLE, SHADDR_OP_SUM)
+                     : shaddr_reduce(c, sb, out.data(), count, SHADDR_DOUBLE, SHADDR_OP_SUM, root);
+        if (err) {
+          std::fprintf(stderr, "rank %d: root %d of %zu: %s\n", rank, root, bytes,
+                       shaddr_last_error());
+          return 10;
+        }
+        if (result ? std::memcmp(out.data(), want.data(), count * sizeof(double)) != 0
+                   : out != std::vector<double>(count, -7.0)) {
+          std::fprintf(stderr, "rank %d: root %d in place %d of %zu: result differs\n", rank, root,
+                       ip, bytes);
+          return 11;
+        }
+        // The flat reduction posts one stage, for its second phase; down the chain each rank
+        // posts one per slice it folds or relays, and every rank folds some at these sizes.
+        const unsigned posted = comm.block().area(rank).stage.load() & 0xff;
+        const bool chained = comm.block().area(rank).stage.load() != stage && posted > 1;
+        if (bytes >= min && bytes >= (64u << 10) && chained != levels) {
+          std::fprintf(stderr, "rank %d: root %d of %zu: stage %u\n", rank, root, bytes, posted);
+          return 12;
+        }
+      }
+    }
+    // Integers, max: exact in any order; a count that leaves uneven slices.
+    const size_t ints = bytes / sizeof(int32_t) + 3;
+    const auto value = [](size_t i, int r) {
+      return static_cast<int32_t>((i * 2654435761u + static_cast<size_t>(r) * 40503u) % 100003);
+    };
+    std::vector<int32_t> in(ints), out(ints), want(ints, INT32_MIN);
+    for (size_t i = 0; i < ints; i++) {
+      for (int r = 0; r < n; r++) want[i] = std::max(want[i], value(i, r));
+      in[i] = value(i, rank);
+    }
+    if (shaddr_allreduce(c, in.data(), out.data(), ints, SHADDR_INT32, SHADDR_OP_MAX)) return 13;
+    if (out != want) return 14;
+  }
+  return 0;
+}
+
+TEST(PlanLevels, ReductionDownTheChainIsTheRankOrderFold) {
+  // numa {0,1} {2,3}: runs {0,1} {2,3}; the holders' group {2,3}, the other through relays.
+  EXPECT_EQ(on_layout(kHalves, 4, "cma", {},
+                      [](shaddr_comm_t *c, int rank) { return reductions(c, rank, true); }),
+            0);
+  // numa {0,1,2,5} {3,4}: runs {0,1,2} {3,4} {5}; the last run's group also holds the first.
+  EXPECT_EQ(on_layout(kUneven, 6, "cma", {},
+                      [](shaddr_comm_t *c, int rank) { return reductions(c, rank, true); }),
+            0);
+  // Flat (and alternating domains, where the chain does not pay): the same results.
+  EXPECT_EQ(on_layout(kHalves, 4, "cma", {{"SHADDR_TOPOLOGY", "flat"}},
+                      [](shaddr_comm_t *c, int rank) { return reductions(c, rank, false); }),
+            0);
+  EXPECT_EQ(on_layout(kTwoNuma, 4, "cma", {},
+                      [](shaddr_comm_t *c, int rank) { return reductions(c, rank, false); }),
+            0);
+}
+
+// A folder or relay whose exposure, read of an operand, of the previous run's partial, or of a
+// result fails (the n-th fallible step of rank 1, of the first run, or of rank 2, of the last):
+// every rank fails the call, none waits for a slice that will not come, an in-place input is as
+// it was, and the communicator goes on (a Reduce after it right, where it gets past the n-th).
+TEST(PlanLevels, FailureDownTheChainReachesEveryRank) {
+  for (const char *who : {"1", "2"}) {
+    for (const char *nth : {"1", "2", "3", "5", "40"}) {
+      EXPECT_EQ(on_layout(kHalves, 4, "cma",
+                          {{"SHADDR_FAIL_INJECT", nth}, {"SHADDR_FAIL_INJECT_RANK", who}},
+                          [](shaddr_comm_t *c, int rank) {
+                            const size_t count = (1u << 20) / sizeof(double) + 5;
+                            std::vector<double> buf(count), orig(count);
+                            for (size_t i = 0; i < count; i++)
+                              buf[i] = orig[i] = operand(i, rank, 0);
+                            if (!shaddr_allreduce(c, SHADDR_IN_PLACE, buf.data(), count,
+                                                  SHADDR_DOUBLE, SHADDR_OP_SUM))
+                              return 1;
+                            if (std::memcmp(buf.data(), orig.data(), count * sizeof(double)))
+                              return 2;
+                            // Every n-th step: a Reduce after it fails too, or is right.
+                            std::vector<double> out(count);
+                            if (!shaddr_reduce(c, orig.data(), out.data(), count, SHADDR_DOUBLE,
+                                               SHADDR_OP_SUM, 3) && rank == 3)
+                              for (size_t i = 0; i < count; i++) {
+                                double want = operand(i, 0, 0);
+                                for (int r = 1; r < 4; r++) want += operand(i, r, 0);
+                                if (std::memcmp(&want, &out[i], sizeof(want))) return 3;
+                              }
+                            return shaddr_barrier(c) == 0 ? 0 : 4;
+                          }),
+                0)
+          << "rank " << who << ", SHADDR_FAIL_INJECT=" << nth;
+    }
+  }
 }
 
 // A leader whose exposure (1), or read of the root (2), fails: the rank below it stops and

@@ -381,7 +381,13 @@ struct shaddr_plan_table {
  *                        group reads it from its owner, the group's others from that rank):
  *                        the copy path's sizes ("direct", not the ring), where the plan keeps a
  *                        level, the backend does not stage and the node has at most 255 ranks;
- *                        0: none. Appended last.
+ *                        0: none.
+ * @reduce_levels_min: a Reduce or Allreduce of at least this many bytes a rank that takes the
+ *                     partitioned path folds each slice down the rank-order chain of the coarsest
+ *                     level (the runs of consecutive ranks in one domain, each starting from the
+ *                     previous run's partial result), where that chain crosses between domains
+ *                     less than the flat reduction's reads, the backend does not stage and the
+ *                     node has at most 255 ranks; 0: none. Appended last.
  */
 struct shaddr_plan_limits {
 	size_t slot_max;
@@ -390,6 +396,7 @@ struct shaddr_plan_limits {
 	size_t hier_mesh_max;
 	size_t bcast_levels_min;
 	size_t allgather_levels_min;
+	size_t reduce_levels_min;
 };
 
 /* A level of the node's topology (docs/topology.md), coarse to fine. */
