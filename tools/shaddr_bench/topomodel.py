@@ -29,11 +29,15 @@ Algorithms, root 0 (which leads every group it is in), levels as group_ranks() k
              parent, the leader of its finest group (or of the next coarser group where it
              leads that one), the root at the top.
   reduce     flat: reduce-scatter (each rank reduces S/n from every rank), then the root reads
-             the n-1 slices. hierarchical: reduce-scatter within each finest group, then at each
-             coarser level the leading child group's holders read their slices from the other
-             children's holders, then the root gathers its group's slices.
-  allreduce  flat: reduce-scatter, then every rank reads every slice. hierarchical: the
-             hierarchical reduce, then the hierarchical bcast.
+             the n-1 slices. hierarchical: libshaddr's chain (coll_reduce.cc level_reduce()):
+             the ranks cut into runs of consecutive ranks in one domain of the coarsest level,
+             each of n slices folded by one rank of each run in turn (it reads its run's other
+             operands and the previous run's partial), then the root reads each slice from the
+             last run's rank that holds it; none where the chain crosses the level more often
+             than the flat reads do (chain_pays()).
+  allreduce  flat: reduce-scatter, then every rank reads every slice. hierarchical: the chain,
+             then each slice read from its holder by the holder's group, and by one relay of
+             every other group (the group's ranks in turn), whose group reads it there.
   allgather  flat: every rank reads every other rank's S. hierarchical (the finest level):
              each block crosses into each other finest domain once (read by one of its ranks,
              in turn), and that domain's ranks read it from there.
@@ -180,45 +184,77 @@ def finest_group_of(node, r):
     return groups_of(lv)[lv["group"][r]]
 
 
-def reduce_phases(node):
-    """The hierarchical Reduce to rank 0: a reduce-scatter in each finest group, then each
-    coarser level's combine across its child groups' holders, then the root's gather."""
-    fine = node.levels[-1]
-    phases = [[(j, i, 1.0 / len(m)) for m in groups_of(fine).values()
-               for i in m for j in m if i != j]]
-    # At level k (fine to coarse) a group's children are the groups of level k+1 inside it (the
-    # whole communicator's children are the top level's groups).
-    parents = [lv for lv in node.levels[:-1]][::-1] + [None]
-    children = node.levels[::-1]
-    for up, down in zip(parents, children):
-        kids = groups_of(down)
-        buckets = {}
-        for g, members in kids.items():
-            key = up["group"][members[0]] if up else 0
-            buckets.setdefault(key, []).append(members[0])  # each child by its leader
-        phase = []
-        for leaders in buckets.values():
-            head = finest_group_of(node, min(leaders))
-            for other in leaders:
-                if other == min(leaders):
-                    continue
-                hold = finest_group_of(node, other)
-                phase += [(hold[k % len(hold)], h, 1.0 / len(head))
-                          for k, h in enumerate(head)]
-        if phase:
-            phases.append(phase)
-    head = finest_group_of(node, 0)
-    phases.append([(h, 0, 1.0 / len(head)) for h in head if h])
-    return phases
+def chain_runs(node):
+    """The runs of consecutive ranks in one group of the coarsest level."""
+    top = node.levels[0]["group"]
+    runs = []
+    for r in range(node.n):
+        if r and top[r] == top[r - 1]:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return runs
+
+
+def chain_pays(node):
+    """libshaddr's reduce_chain_pays(): the chain crosses between domains (runs - 1 times a
+    slice) less than the flat reduction reads across (each rank's slice from every rank outside
+    its domain)."""
+    top = node.levels[0]["group"]
+    n = node.n
+    flat = sum(n - top.count(g) for g in top)
+    return n <= 255 and (len(chain_runs(node)) - 1) * n < flat
+
+
+def chain_phases(node, coll):
+    """Reduce (to rank 0) or Allreduce down the chain of the coarsest level's runs, in the
+    library's slices at large sizes (8 a rank, at most 120 per rank of the smallest run or
+    group), each a fraction of S; a phase's flows between the same two ranks summed."""
+    n = node.n
+    runs = chain_runs(node)
+    groups = groups_of(node.levels[0])
+    smallest = min([len(r) for r in runs] + [len(m) for m in groups.values()])
+    p = min(8 * n, 120 * smallest)
+    fold, holders = {}, []
+
+    def add(phase, s, d):
+        phase[(s, d)] = phase.get((s, d), 0.0) + 1.0 / p
+    for t in range(p):
+        prev = None
+        for run in runs:
+            f = run[t % len(run)]
+            for x in run:
+                if x != f:
+                    add(fold, x, f)
+            if prev is not None:
+                add(fold, prev, f)
+            prev = f
+        holders.append(prev)
+    flows = lambda phase: [(s, d, c) for (s, d), c in phase.items()]  # noqa: E731
+    if coll == "reduce":
+        out = {}
+        for h in holders:
+            if h:
+                add(out, h, 0)
+        return [flows(fold), flows(out)]
+    last = node.levels[0]["group"][runs[-1][0]]
+    relay, local = {}, {}
+    for g, mates in groups.items():
+        for t, h in enumerate(holders):
+            src = h if g == last else mates[t % len(mates)]
+            if src != h:
+                add(relay, h, src)
+            for r in mates:
+                if r != src:
+                    add(local, src, r)
+    return [flows(fold), flows(relay), flows(local)]
 
 
 def hier_flows(node, coll):
     if coll == "bcast":
         return bcast_tree(node)
-    if coll == "reduce":
-        return reduce_phases(node)
-    if coll == "allreduce":
-        return reduce_phases(node) + bcast_tree(node)
+    if coll in ("reduce", "allreduce"):
+        return chain_phases(node, coll) if chain_pays(node) else None
     if coll == "allgather":
         # At the finest level: a block read once into each finest domain also crosses each
         # coarser boundary at most once per finest domain.
@@ -319,7 +355,8 @@ def _bw(m, key):
 
 def predict_node(node, links, common, colls=COLLS, sizes=SIZES):
     """[{coll, bytes, flat_us, flat_by, hier_us, hier_by, pick}] for one Node; hierarchical is
-    None where the grouping is flat (nothing to build a hierarchy from)."""
+    None where the grouping is flat (nothing to build a hierarchy from) and for a reduction
+    whose chain does not pay (libshaddr keeps it flat there)."""
     out = []
     for coll in colls:
         flat = flat_flows(node, coll)
