@@ -137,6 +137,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
   TopologyChoice choice;
   if (int err = topology_choice_from_env(&choice, why)) return err;
   if (!locations.empty()) c->levels_ = group_ranks(locations, choice.levels);
+  c->levels_weighed_ = choice.automatic;
   NodePlacement placement;
   placement.node = rank_numa_nodes(locations, host.size);
   placement.active = placement_pays(placement.node);
@@ -199,6 +200,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
     std::string notes;
     if (!locations.empty() && !choice.levels) notes = "; SHADDR_TOPOLOGY=flat";
     for (const std::string &n : c->levels_.notes) notes += "; " + n;
+    if (std::string why; !c->levels_.flat() && numa_link_limits(*c, &why) >= 0) notes += "; " + why;
     std::fprintf(stderr, "shaddr: %s%s%s%s\n", text.c_str(), groups.c_str(),
                  locations.empty() ? "; one NUMA node: no location read" : "", notes.c_str());
   }

@@ -87,6 +87,8 @@ class Comm {
   // The node's ranks grouped by the topology's levels the plan uses (SHADDR_TOPOLOGY over the
   // locations gathered at creation; flat on a machine of one NUMA node), equal on every rank.
   const Grouping &levels() const { return levels_; }
+  // SHADDR_TOPOLOGY=auto: the plan weighs the levels (a list of levels takes them as given).
+  bool levels_weighed() const { return levels_weighed_; }
   // The plan against @fallback (plan.h), built on first use; the collectives run the steps of
   // plan(SHADDR_FALLBACK_NONE), built when the communicator is made.
   // A built plan is read without the lock: every call a caller routes (call.cc) reads it.
@@ -260,6 +262,7 @@ class Comm {
   Tuning tuning_{};
   CostModel model_;
   Grouping levels_;
+  bool levels_weighed_ = true;
   const shaddr_plan &build_plan_once(shaddr_fallback fallback);  // plan.cc, under plans_lock_
   std::unique_ptr<shaddr_plan> plans_[SHADDR_FALLBACK_COUNT];
   std::atomic<const shaddr_plan *> plan_ready_[SHADDR_FALLBACK_COUNT] = {};

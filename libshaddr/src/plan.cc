@@ -285,6 +285,8 @@ void plan_levels(const Comm &c, shaddr_plan *out) {
     pl.groups = static_cast<int>(l.groups());
   }
   if (!out->nlevels || c.backend().stages()) return;
+  // Measured: where the link does not limit the flat collectives, the levels only add a stage.
+  if (std::string why; numa_link_limits(c, &why) == 0) return;
   // The first size of @coll's copy path, if its last step is that path (a ring or streams
   // at the large sizes read across the levels their own way).
   const auto direct_from = [&](shaddr_coll coll) -> size_t {
@@ -348,6 +350,26 @@ std::string size_text(size_t b) {
 }
 
 }  // namespace
+
+int numa_link_limits(const Comm &c, std::string *why) {
+  const LevelRates &r = c.model().numa_rates();
+  if (c.levels().flat() || !c.levels_weighed() || !r.known()) return -1;
+  const LevelGroups &l = c.levels().levels.front();
+  if (l.level != Level::kPackage && l.level != Level::kNuma) return -1;
+  std::vector<size_t> members(l.groups());
+  for (int g : l.group) members[static_cast<size_t>(g)]++;
+  const size_t most = *std::max_element(members.begin(), members.end());
+  const double asked = static_cast<double>(most) * r.one_remote;
+  const int limits = asked > r.all_remote;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "the calibration's NUMA copy rates: %zu ranks of a domain reading another at "
+                "%.1f GB/s each ask %.1f, %s the %.1f GB/s every core gets at once: %s",
+                most, r.one_remote, asked, limits ? "more than" : "within",
+                r.all_remote, limits ? "by the levels" : "flat (the link does not limit)");
+  *why = line;
+  return limits;
+}
 
 void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
   std::memset(out, 0, sizeof(*out));

@@ -50,6 +50,14 @@ inline bool reduce_by_levels(const shaddr_plan &p, size_t bytes) {
   return p.nlevels > 0 && p.limits.reduce_levels_min && bytes >= p.limits.reduce_levels_min;
 }
 
+// Whether the calibration's NUMA copy rates (CostModel::numa_rates()) say the link between
+// NUMA nodes is what limits a flat collective on @c: the largest group of the coarsest level,
+// each of its ranks copying from another node at the one-core rate, asks more than every core
+// of a node gets from another at once. 1 yes, 0 no, -1 not weighed (SHADDR_TOPOLOGY names
+// the levels, the calibration did not measure the rates, or the coarsest level is inside a
+// NUMA node). *why says it in a line.
+int numa_link_limits(const Comm &c, std::string *why);
+
 // The step of table @table for @bytes.
 const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes);
 

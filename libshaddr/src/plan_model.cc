@@ -220,8 +220,33 @@ double CostCurve::time_us(shaddr_coll coll, size_t bytes, int ranks) const {
   return best * std::max(a, b);
 }
 
+int CostModel::parse_rates(std::string_view raw, std::string *why, const char *source) {
+  std::string_view rest = raw.substr(raw.find('=') + 1);
+  if (rest == "-") {
+    numa_ = LevelRates{};
+    return 0;
+  }
+  double v[4];
+  for (int i = 0; i < 4; i++) {
+    const size_t end = i < 3 ? rest.find('/') : rest.size();
+    const std::string field(rest.substr(0, end));
+    char *stop = nullptr;
+    v[i] = end == std::string_view::npos ? -1 : std::strtod(field.c_str(), &stop);
+    if (field.empty() || !stop || *stop || !(v[i] > 0) || v[i] > 1e6) {
+      *why = std::string(source) + ": `" + std::string(raw) +
+             "`: expected level.numa=<one local>/<one remote>/<all local>/<all remote> (GB/s, "
+             "each above 0) or =-";
+      return -EINVAL;
+    }
+    rest.remove_prefix(i < 3 ? end + 1 : end);
+  }
+  numa_ = LevelRates{v[0], v[1], v[2], v[3]};
+  return 0;
+}
+
 int CostModel::parse_line(const std::string &raw, std::string *why, const char *source) {
   std::string_view line(raw);
+  if (line.substr(0, 11) == "level.numa=") return parse_rates(line, why, source);
   constexpr std::string_view prefix = "model.", point_prefix = "point.";
   const bool is_point = line.substr(0, point_prefix.size()) == point_prefix;
   if (!is_point && line.substr(0, prefix.size()) != prefix) return 1;
@@ -372,6 +397,7 @@ std::string calibration_path() {
 uint64_t CostModel::hash() const {
   uint64_t h = kHashSeed;
   auto mix = [&h](const void *p, size_t n) { h = hash_bytes(p, n, h); };
+  mix(&numa_, sizeof(numa_));
   for (const auto &row : curves_)
     for (const CostCurve &c : row) {
       mix(&c.ref_ranks, sizeof(c.ref_ranks));

@@ -79,6 +79,14 @@ enum class ModelFile : uint8_t {
   kTuningFile,   // SHADDR_TUNING_FILE
 };
 
+// The calibration's copy rates between NUMA nodes (`level.numa=` line, GB/s; tools/bench/
+// numa_copy.cc measures them): one core, and every core of a node at once, copying from memory
+// bound to its own node (local) or to another (remote; the slowest pair). 0: not measured.
+struct LevelRates {
+  double one_local = 0, one_remote = 0, all_local = 0, all_remote = 0;
+  bool known() const { return one_remote > 0 && all_remote > 0; }
+};
+
 class CostModel {
  public:
   // The shipped curves, then the tuning file's `model.` lines over them. 0, or -EINVAL with
@@ -90,12 +98,14 @@ class CostModel {
   const CostCurve &curve(Who w, shaddr_coll c) const {
     return curves_[static_cast<int>(w)][c];
   }
-  // Hash of every curve: equal on every rank, or the ranks could decide differently.
+  const LevelRates &numa_rates() const { return numa_; }
+  // Hash of every curve and rate: equal on every rank, or the ranks could decide differently.
   uint64_t hash() const;
-  // Parses `model.<who>.<coll>=<alpha_us>/<GB/s>[@<ranks>] ...` or
-  // `point.<who>.<coll>=<bytes>:<us>[@<ranks>] ...` (one line of the tuning file, without its
-  // newline) into the model; `=-` removes the lines or the points. 0, 1 if @line is neither,
-  // -EINVAL with *why naming the line (@source: the file's name).
+  // Parses `model.<who>.<coll>=<alpha_us>/<GB/s>[@<ranks>] ...`,
+  // `point.<who>.<coll>=<bytes>:<us>[@<ranks>] ...` or
+  // `level.numa=<one local>/<one remote>/<all local>/<all remote>` (one line of the tuning
+  // file, without its newline) into the model; `=-` removes the lines, the points or the rates.
+  // 0, 1 if @line is none of them, -EINVAL with *why naming the line (@source: the file's name).
   int parse_line(const std::string &line, std::string *why, const char *source = "SHADDR_TUNING_FILE");
 
   // The model's time of libshaddr's @algo for @coll of @bytes on @ranks ranks over a backend of
@@ -109,7 +119,10 @@ class CostModel {
  private:
   int read_file(const std::string &path, ModelFile which, std::string *why);
 
+  int parse_rates(std::string_view raw, std::string *why, const char *source);
+
   CostCurve curves_[static_cast<int>(Who::kCount)][SHADDR_COLL_COUNT]{};
+  LevelRates numa_{};
   std::string calibration_, calibration_date_;
   // Files read so far: a `model.` line drops the points another file gave its curve (a tuning
   // file's line is meant whole), not those of its own file.

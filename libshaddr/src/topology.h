@@ -137,7 +137,7 @@ struct Grouping {
 Grouping group_ranks(std::span<const RankLocation> ranks, LevelMask wanted);
 std::string describe(const Grouping &g);  // one line per level, then the notes
 
-// SHADDR_TOPOLOGY: `auto` (every level the grouping finds; the plan will weigh them), `flat`
+// SHADDR_TOPOLOGY: `auto` (every level the grouping finds; the plan weighs them), `flat`
 // (none), or a comma list of levels (`numa,l3`, any order, any case). 0, or -EINVAL with *why
 // saying what is expected.
 struct TopologyChoice {

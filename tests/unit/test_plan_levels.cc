@@ -20,6 +20,8 @@
 
 #include "comm.h"
 #include "placement.h"
+#include "plan.h"
+#include "plan_model.h"
 #include "plan_test_util.h"
 #include "shaddr/coll.h"
 
@@ -247,6 +249,70 @@ int bcast_every_root(shaddr_comm_t *c, int rank, int relay) {
     }
   }
   return 0;
+}
+
+// A calibration with the NUMA nodes' copy rates (level.numa=): under SHADDR_TOPOLOGY=auto the
+// plan uses the levels only where a domain's ranks reading another node at once ask more than
+// the link gives; a list of levels takes them as given; a bad line is refused, naming itself.
+TEST(PlanLevels, WeighedByTheCalibrationsNumaRates) {
+  const auto limits_used = [](const shaddr_plan *p) {
+    return p->limits.bcast_levels_min && p->limits.allgather_levels_min &&
+           p->limits.reduce_levels_min;
+  };
+  const auto limits_none = [](const shaddr_plan *p) {
+    return !p->limits.bcast_levels_min && !p->limits.allgather_levels_min &&
+           !p->limits.reduce_levels_min;
+  };
+  // 2 ranks x 5 GB/s ask 10, the link gives 8: by the levels.
+  const TextFile narrow("# calibration\nlevel.numa=10.0/5.0/40.0/8.0\n");
+  EXPECT_EQ(on_layout(kHalves, 4, "cma", {{"SHADDR_CALIBRATION", narrow.path}},
+                      [&](shaddr_comm_t *c, int) {
+                        const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+                        return p && p->nlevels == 1 && limits_used(p) ? 0 : 1;
+                      }),
+            0);
+  // 2 x 9 = 18 within 30: flat, the level still listed; named, the levels are used anyway.
+  const TextFile wide("level.numa=10/9/40/30\n");
+  for (const char *choice : {"auto", "numa"}) {
+    EXPECT_EQ(on_layout(kHalves, 4, "cma",
+                        {{"SHADDR_CALIBRATION", wide.path}, {"SHADDR_TOPOLOGY", choice}},
+                        [&](shaddr_comm_t *c, int) {
+                          const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+                          if (!p || p->nlevels != 1) return 1;
+                          const bool weighed = std::strcmp(choice, "auto") == 0;
+                          if (weighed ? !limits_none(p) : !limits_used(p)) return 2;
+                          std::string why;
+                          const int limits = numa_link_limits(*from_handle(c), &why);
+                          if (limits != (weighed ? 0 : -1)) return 3;
+                          const bool says = why.find("18.0, within the 30.0 GB/s") != std::string::npos;
+                          if (weighed && !says) return 4;
+                          return 0;
+                        }),
+              0)
+        << choice;
+  }
+  // A line that does not parse: no communicator, and the error names the line.
+  for (const char *bad : {"level.numa=10/9/40\n", "level.numa=10/0/40/30\n",
+                          "level.numa=10/9/40/30x\n"}) {
+    const TextFile f(bad);
+    EXPECT_EQ(on_layout(kHalves, 4, "cma", {{"SHADDR_CALIBRATION", f.path}},
+                        [](shaddr_comm_t *, int) { return 0; }),
+              100)
+        << bad;
+    CostModel m;
+    std::string why;
+    std::string line(bad);
+    line.pop_back();
+    EXPECT_EQ(m.parse_line(line, &why), -EINVAL) << bad;
+    EXPECT_NE(why.find("level.numa=<one local>"), std::string::npos) << why;
+  }
+  CostModel m;
+  std::string why;
+  EXPECT_EQ(m.parse_line("level.numa=12.5/6/50/20", &why), 0);
+  EXPECT_TRUE(m.numa_rates().known());
+  EXPECT_EQ(m.numa_rates().all_remote, 20.0);
+  EXPECT_EQ(m.parse_line("level.numa=-", &why), 0);
+  EXPECT_FALSE(m.numa_rates().known());
 }
 
 TEST(PlanLevels, BcastDownTheLevelsIsTheFlatBcast) {

@@ -592,6 +592,26 @@ def calibration_text(m, ranks, key, builds, prior_best, command):
     return "\n".join(lines) + "\n", state
 
 
+def numa_rates_line(build):
+    """The copy rates between this machine's NUMA nodes, as the calibration's `level.numa=`
+    line (shaddr-numa-copy --line: the plan weighs its topology levels by them,
+    docs/topology.md), with a header line naming the tool's answer; "" on a machine of one node
+    or where the tool cannot say (its pages not placed, no NUMA support)."""
+    tool = os.path.join(build, "tools", "shaddr-numa-copy")
+    try:
+        out = subprocess.run([tool, "--line"], capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        say(f"NUMA copy rates not measured: {e}")
+        return ""
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("level.numa=")]
+    if out.returncode or not line:
+        if out.returncode:
+            say(f"NUMA copy rates not measured: {out.stderr.strip() or out.returncode}")
+        return ""
+    say(f"NUMA copy rates: {line[0]}")
+    return f"# numa: shaddr-numa-copy --line (one core / every core of a node, GB/s)\n{line[0]}\n"
+
+
 def write_atomic(path, text):
     """Writes @path whole or not at all: a reader (libshaddr in a running job) never sees half
     a calibration."""
@@ -640,6 +660,7 @@ def calibrate(args):
     if not any(ln.startswith("point.") for ln in text.splitlines()):
         say("no job gave results: calibration not written")
         return 1
+    text += numa_rates_line(args.build)
     write_atomic(path, text)
     say(f"wrote {path}: state {state}")
     return 0
