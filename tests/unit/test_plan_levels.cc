@@ -284,7 +284,8 @@ TEST(PlanLevels, WeighedByTheCalibrationsNumaRates) {
                           std::string why;
                           const int limits = numa_link_limits(*from_handle(c), &why);
                           if (limits != (weighed ? 0 : -1)) return 3;
-                          const bool says = why.find("18.0, within the 30.0 GB/s") != std::string::npos;
+                          const bool says =
+                              why.find("18.0, within the 30.0 GB/s") != std::string::npos;
                           if (weighed && !says) return 4;
                           return 0;
                         }),
