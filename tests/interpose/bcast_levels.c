@@ -13,10 +13,10 @@
  *    levels (the slots' largest + 1), in place or not, the Allgatherv with each rank's own
  *    displacements (block i at slot (i + rank) % size, a gap of the rank's own), every block
  *    checked and the gaps left alone;
- * *  - MPI_Reduce from every root (in place at the odd roots) and MPI_Allreduce (in place and
- *    not) with MPI_SUM on MPI_INT and MPI_MAX on MPI_DOUBLE, checked exactly, and MPI_SUM on
- *    MPI_DOUBLE of values whose sum depends on the order of addition (1e16-ish among small
- *    inexact ones), not checked; 2000 bytes a rank (the slots), 16 KiB and one element either
+ *  - MPI_Reduce from every root (in place at roots 1, 2, 5, 6, ...) and MPI_Allreduce (in
+ *    place and not) with MPI_SUM on MPI_INT and MPI_MAX on MPI_DOUBLE, checked exactly, and
+ *    MPI_SUM on MPI_DOUBLE of values whose sum depends on the order of addition (1e16-ish among
+ *    small inexact ones), not checked; 2000 bytes a rank (the slots), 16 KiB and one element either
  *    side, 64 KiB, 256 KiB, 1 MiB and 3 MiB and an odd number of elements (uneven slices);
  *  - MPI_Gather(v) and MPI_Scatter(v) from every root and MPI_Alltoall(v), blocks of 1001 B,
  *    4 KiB, 16 KiB + 3 and 256 KiB + 1: plain, in place, the v form with counts that differ
@@ -30,9 +30,9 @@
  *
  * Usage: bcast_levels [--reduce-not-in-place]
  *
- * --reduce-not-in-place: MPI_Reduce not in place at the odd roots either (the same results, the
- * same digests): stock MPICH 4.0.2 to 4.1 crashes in an in-place MPI_Reduce at a root other than
- * 0 from a few KiB (pmodels/mpich#6540).
+ * --reduce-not-in-place: MPI_Reduce not in place at any root (the same results, the same
+ * digests): stock MPICH 4.0.2 (Debian 12's) and 4.1 crash in an in-place MPI_Reduce at a root
+ * other than 0 from a few KiB (pmodels/mpich#6540).
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -256,7 +256,7 @@ static void reduce(int op, size_t count, int root, int in_place)
 		const int *o = out, s = size;
 
 		for (size_t i = 0; i < count; i++)
-			CHECK(i, o[i], f12(i) * (s * (s + 1) / 2) + 7919 * (s * (s - 1) / 2) - s * call);
+			CHECK(i, o[i], f12(i) * s * (s + 1) / 2 + 7919 * s * (s - 1) / 2 - s * call);
 		hx = mix(hx, out, count * esize);
 	} else if (gets && op == DOUBLE_MAX) {
 		const double *o = out;
@@ -288,8 +288,10 @@ static void reductions(void)
 		for (int op = INT_SUM; op <= DOUBLE_SUM; op++) {
 			const size_t count = op == INT_SUM ? ints[k] : doubles[k];
 
+			/* in place at roots 1, 2, 5, 6, ...: a group's first and second rank on
+			 * guests of 2 ranks a NUMA node */
 			for (int root = 0; root < size; root++)
-				reduce(op, count, root, root % 2 && !reduce_not_in_place);
+				reduce(op, count, root, (root + root / 2) % 2 && !reduce_not_in_place);
 			reduce(op, count, -1, 0);
 			reduce(op, count, -1, 1);
 		}
@@ -348,8 +350,9 @@ static void gathers(size_t n)
 				MPI_Gather(isend, (int)m, MPI_INT, iout, 1, vec, root, MPI_COMM_WORLD);
 				if (!me)
 					continue;
-				for (size_t j = 0; j < 2 * m * (size_t)size; j++)
-					CHECK(j, iout[j], j % 2 ? -1 : block_int(j % (2 * m) / 2, (int)(j / (2 * m)), call));
+				for (int r = 0; r < size; r++)
+					for (size_t j = r * 2 * m; j < (r + 1) * 2 * m; j++)
+						CHECK(j, iout[j], j % 2 ? -1 : block_int(j / 2 - r * m, r, call));
 				hx = mix(hx, iout, 2 * m * (size_t)size * sizeof(int));
 				continue;
 			}
@@ -409,8 +412,9 @@ static void scatters(size_t n)
 			const int me = rank == root;
 
 			if (kind == 3) {
-				for (size_t j = 0; me && j < 2 * m * (size_t)size; j++)
-					isend[j] = j % 2 ? -7 : block_int(j % (2 * m) / 2, (int)(j / (2 * m)) * 64 + root, call);
+				for (int r = 0; me && r < size; r++)
+					for (size_t j = r * 2 * m; j < (r + 1) * 2 * m; j++)
+						isend[j] = j % 2 ? -7 : block_int(j / 2 - r * m, r * 64 + root, call);
 				for (size_t j = 0; j < 2 * m; j++)
 					iout[j] = -1;
 				snprintf(what, sizeof(what), "MPI_Scatter of vectors of %zu ints from %d",
@@ -443,7 +447,8 @@ static void scatters(size_t n)
 			if (kind == 1 && me)
 				continue; /* nothing received */
 			for (size_t i = 0; i < slot; i++)
-				CHECK(i, out[i], i < (size_t)counts[rank] ? block_byte(i, rank * 64 + root, call) : 0xee);
+				CHECK(i, out[i],
+				      i < (size_t)counts[rank] ? block_byte(i, rank * 64 + root, call) : 0xee);
 			hx = mix(hx, out, (size_t)counts[rank]);
 		}
 	}
@@ -472,14 +477,16 @@ static void alltoalls(size_t n)
 
 	for (int kind = 0; kind < 4; kind++, call++, calls++) {
 		if (kind == 3) {
-			for (size_t j = 0; j < m * (size_t)size; j++)
-				isend[j] = block_int(j % m, rank * 64 + (int)(j / m), call);
+			for (int d = 0; d < size; d++)
+				for (size_t j = 0; j < m; j++)
+					isend[d * m + j] = block_int(j, rank * 64 + d, call);
 			for (size_t j = 0; j < 2 * m * (size_t)size; j++)
 				iout[j] = -1;
 			snprintf(what, sizeof(what), "MPI_Alltoall of %zu ints into vectors", m);
 			MPI_Alltoall(isend, (int)m, MPI_INT, iout, 1, vec, MPI_COMM_WORLD);
-			for (size_t j = 0; j < 2 * m * (size_t)size; j++)
-				CHECK(j, iout[j], j % 2 ? -1 : block_int(j % (2 * m) / 2, (int)(j / (2 * m)) * 64 + rank, call));
+			for (int s = 0; s < size; s++)
+				for (size_t j = s * 2 * m; j < (s + 1) * 2 * m; j++)
+					CHECK(j, iout[j], j % 2 ? -1 : block_int(j / 2 - s * m, s * 64 + rank, call));
 			hx = mix(hx, iout, 2 * m * (size_t)size * sizeof(int));
 			continue;
 		}
@@ -557,7 +564,8 @@ int main(int argc, char **argv)
 	MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	for (int r = 0; r < size; r++) {
 		if (r == rank)
-			printf("bcast_levels: rank %d: %d calls, %d values wrong, digest %016llx, doubles %016llx\n",
+			printf("bcast_levels: rank %d: %d calls, %d values wrong, digest %016llx, "
+			       "doubles %016llx\n",
 			       rank, calls, bad, (unsigned long long)hx, (unsigned long long)hd);
 		fflush(stdout);
 		MPI_Barrier(MPI_COMM_WORLD);
