@@ -275,8 +275,9 @@ static_assert(static_cast<int>(Level::kPackage) == SHADDR_LEVEL_PACKAGE &&
 // them: the copy path's sizes (the first "direct" step of the Bcast and Allgather tables, the
 // first "partitioned" of the reductions'; slots and the FIFO have their own copies), not on a
 // backend that stages (a relay's exposure, or a folder's partial result, is staged when it is
-// posted, before its data has arrived). A size rule, not the model's: the model has no
-// per-level bandwidths yet (docs/topology.md).
+// posted, before its data has arrived). Size rules; where the calibration measured the NUMA
+// nodes' copy rates, only where they say the link limits the flat collectives
+// (numa_link_limits(); docs/topology.md).
 void plan_levels(const Comm &c, shaddr_plan *out) {
   for (const LevelGroups &l : c.levels().levels) {
     shaddr_plan_level &pl = out->levels[out->nlevels++];

@@ -223,6 +223,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (line && k > 1)
-    std::printf("level.numa=%.2f/%.2f/%.2f/%.2f\n", v[0], v[1], v[2], v[3]);
+    std::printf("level.numa=%.6g/%.6g/%.6g/%.6g\n", v[0], v[1], v[2], v[3]);  // each above 0
   return 0;
 }
