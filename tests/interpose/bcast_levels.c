@@ -23,6 +23,9 @@
  *    by rank and displacements of the root's (each receiver's) own with gaps, and ints into
  *    (out of) every other int of a vector, every block checked and the gaps left alone.
  *
+ * Under shaddr-run, a buffer of the rank's heap share lies on the NUMA node of its CPU
+ * (move_pages; heap_placement()).
+ *
  * Rank 0 prints, one line a rank, the number of its calls checked (two collectives more close
  * the run: MPI_Allreduce, MPI_Gather; no other call), of wrong values, and two digests:
  * "digest" of the exact data it received (everything but the order-dependent sums) and
@@ -35,11 +38,17 @@
  * digests): stock MPICH 4.0.2 (Debian 12's) and 4.1 crash in an in-place MPI_Reduce at a root
  * other than 0 from a few KiB (pmodels/mpich#6540).
  */
+#define _GNU_SOURCE /* sched_getcpu, RTLD_DEFAULT */
+#include <dlfcn.h>
+#include <errno.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -530,6 +539,78 @@ static void alltoalls(size_t n)
 	free(send);
 }
 
+/* The NUMA node of @cpu (sysfs: its nodeN entry), or -1. */
+static int node_of_cpu(int cpu)
+{
+	char path[96];
+
+	for (int node = 0; node < 1024; node++) {
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/node%d", cpu, node);
+		if (!access(path, F_OK))
+			return node;
+	}
+	return -1;
+}
+
+/* Whether [p, p + 1) lies in a mapping of the shared heap's memfd ("shaddr-heap"). */
+static int in_heap_share(const void *p)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int found = 0;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && (uintptr_t)p >= lo && (uintptr_t)p < hi) {
+			found = strstr(line, "shaddr-heap") != NULL;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * Under shaddr-run (the shared heap loaded): a 4 MiB buffer this rank mallocs and writes lies
+ * in its heap share, and every page of it is on the NUMA node of the CPU the rank is bound to,
+ * as move_pages says (the heap's shares are placed by their owner's first touch,
+ * docs/topology.md). A page elsewhere counts as a wrong value. No MPI call: the count of
+ * calls stays.
+ */
+static void heap_placement(void)
+{
+	const size_t n = 4u << 20, page = (size_t)sysconf(_SC_PAGESIZE), pages = n / page;
+	const int cpu = sched_getcpu(), node = node_of_cpu(cpu);
+	char *buf = malloc(n);
+	void **addr = malloc(pages * sizeof(void *));
+	int *status = malloc(pages * sizeof(int));
+	size_t here = 0;
+
+	if (!dlsym(RTLD_DEFAULT, "shaddr_heap_api_v1") || !buf || !addr || !status)
+		goto out;
+	memset(buf, rank + 1, n);
+	snprintf(what, sizeof(what), "heap placement (cpu %d, node %d)", cpu, node);
+	CHECK(0, in_heap_share(buf), 1);
+	for (size_t i = 0; i < pages; i++)
+		addr[i] = buf + i * page, status[i] = -1;
+	if (syscall(SYS_move_pages, 0, (unsigned long)pages, addr, NULL, status, 0)) {
+		CHECK(0, -errno, 0);
+		goto out;
+	}
+	for (size_t i = 0; i < pages; i++) {
+		CHECK(i, status[i], node);
+		here += status[i] == node;
+	}
+	fprintf(stderr, "bcast_levels: heap of rank %d: a buffer of %zu B: %zu of %zu pages on node "
+		"%d (cpu %d)\n", rank, n, here, pages, node, cpu);
+out:
+	free(status);
+	free(addr);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t blocks[] = { 1001, 4096, 16387, 262145 };
@@ -560,6 +641,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < NELEMS(blocks); k++)
 		alltoalls(blocks[k]);
 	progress("MPI_Alltoall(v)");
+	heap_placement();
 
 	/* two more collectives, so that all of them may be counted (no MPI_Barrier) */
 	int any = 0;
