@@ -74,8 +74,7 @@ std::vector<ChainRun> chain_runs(const LevelGroups &l) {
 // outside q's domain across the level; down the chain each slice crosses once per run boundary.
 bool reduce_chain_pays(const LevelGroups &l) {
   const size_t n = l.group.size();
-  std::vector<size_t> members(l.groups());
-  for (int g : l.group) members[static_cast<size_t>(g)]++;
+  const std::vector<size_t> members = l.sizes();
   size_t flat = 0;
   for (int g : l.group) flat += n - members[static_cast<size_t>(g)];
   return n <= 255 && (chain_runs(l).size() - 1) * n < flat;
@@ -183,9 +182,7 @@ struct Chain {
   Chain(const LevelGroups &l, const Args &a) : runs(chain_runs(l)), count(a.count), esize(a.esize) {
     size_t smallest = l.group.size();
     for (const ChainRun &r : runs) smallest = std::min(smallest, static_cast<size_t>(r.count));
-    std::vector<size_t> members(l.groups());
-    for (int g : l.group) members[static_cast<size_t>(g)]++;
-    for (size_t m : members) smallest = std::min(smallest, m);
+    for (size_t m : l.sizes()) smallest = std::min(smallest, m);
     // Slices enough that the runs overlap (run j waits for run j - 1's first slice only, 1/8
     // of a rank's share: flat's time plus an eighth), not smaller than kSliceMin, and at most
     // kMaxTasks a rank, so that its folds and relays fit a stage (8 bits, 255 = failed).

@@ -357,8 +357,7 @@ int numa_link_limits(const Comm &c, std::string *why) {
   if (c.levels().flat() || !c.levels_weighed() || !r.known()) return -1;
   const LevelGroups &l = c.levels().levels.front();
   if (l.level != Level::kPackage && l.level != Level::kNuma) return -1;
-  std::vector<size_t> members(l.groups());
-  for (int g : l.group) members[static_cast<size_t>(g)]++;
+  const std::vector<size_t> members = l.sizes();
   const size_t most = *std::max_element(members.begin(), members.end());
   const double asked = static_cast<double>(most) * r.one_remote;
   const int limits = asked > r.all_remote;

@@ -123,6 +123,12 @@ struct LevelGroups {
   std::vector<int> leader;  // per group
   std::vector<int> domain;  // per group
   size_t groups() const { return leader.size(); }
+  // The number of ranks in each group.
+  std::vector<size_t> sizes() const {
+    std::vector<size_t> n(groups());
+    for (int g : group) n[static_cast<size_t>(g)]++;
+    return n;
+  }
 };
 struct Grouping {
   std::vector<LevelGroups> levels;  // coarse to fine, each nested in the one before; empty: flat
