@@ -49,7 +49,7 @@ void usage(FILE *out) {
                "default mpich), as one JSON object: {\"fallback\", \"ranks\", \"backend\",\n"
                "\"limits\": {\"slot_max\", \"bcast_fifo_max\", \"hier_segment\",\n"
                "\"hier_mesh_max\", \"bcast_levels_min\", \"allgather_levels_min\",\n"
-               "\"reduce_levels_min\"}}\n"
+               "\"reduce_levels_min\", \"allreduce_levels_min\"}}\n"
                "(docs/selection.md; a process alone has no levels: 0); exit status 1 when no\n"
                "communicator can be made.\n"
                "--topology: this machine's packages, NUMA nodes and shared caches (hwloc, else\n"
@@ -224,11 +224,13 @@ int print_plan(const char *fallback_name) {
     std::printf("{\"fallback\": %s, \"ranks\": %d, \"backend\": %s, \"limits\": "
                 "{\"slot_max\": %zu, \"bcast_fifo_max\": %zu, \"hier_segment\": %zu, "
                 "\"hier_mesh_max\": %zu, \"bcast_levels_min\": %zu, "
-                "\"allgather_levels_min\": %zu, \"reduce_levels_min\": %zu}}\n",
+                "\"allgather_levels_min\": %zu, \"reduce_levels_min\": %zu, "
+                "\"allreduce_levels_min\": %zu}}\n",
                 json(kFallbacks[f]).c_str(), p->ranks, json(shaddr_comm_backend(comm)).c_str(),
                 p->limits.slot_max, p->limits.bcast_fifo_max, p->limits.hier_segment,
                 p->limits.hier_mesh_max, p->limits.bcast_levels_min,
-                p->limits.allgather_levels_min, p->limits.reduce_levels_min);
+                p->limits.allgather_levels_min, p->limits.reduce_levels_min,
+                p->limits.allreduce_levels_min);
   else
     std::fprintf(stderr, "shaddr-info: no plan: %s\n", shaddr_last_error());
   shaddr_comm_free(comm);

@@ -415,8 +415,9 @@ int reduce(shaddr_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count
   const int err = c.account(
       algo == SHADDR_ALGO_SLOTS                                    ? slot_reduce(c, a)
       : algo == SHADDR_ALGO_ROOT                                   ? direct_reduce(c, a)
-      : reduce_by_levels(c.plan(SHADDR_FALLBACK_NONE), a.bytes) ? level_reduce(c, a)
-                                                                   : partitioned_reduce(c, a));
+      : reduce_by_levels(c.plan(SHADDR_FALLBACK_NONE), a.bytes, a.root < 0)
+          ? level_reduce(c, a)
+          : partitioned_reduce(c, a));
   return err ? fail(err, name) : 0;
 }
 

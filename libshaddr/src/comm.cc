@@ -200,8 +200,7 @@ int Comm::create(const shaddr_host &host, std::unique_ptr<Comm> *out, std::strin
     std::string notes;
     if (!locations.empty() && !choice.levels) notes = "; SHADDR_TOPOLOGY=flat";
     for (const std::string &n : c->levels_.notes) notes += "; " + n;
-    if (std::string why; !c->levels_.flat() && numa_link_limits(*c, &why) >= 0)
-      notes += "; " + why;
+    if (const std::string why = levels_weighing(*c, plan); !why.empty()) notes += "; " + why;
     std::fprintf(stderr, "shaddr: %s%s%s%s\n", text.c_str(), groups.c_str(),
                  locations.empty() ? "; one NUMA node: no location read" : "", notes.c_str());
   }

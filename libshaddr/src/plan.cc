@@ -275,9 +275,9 @@ static_assert(static_cast<int>(Level::kPackage) == SHADDR_LEVEL_PACKAGE &&
 // them: the copy path's sizes (the first "direct" step of the Bcast and Allgather tables, the
 // first "partitioned" of the reductions'; slots and the FIFO have their own copies), not on a
 // backend that stages (a relay's exposure, or a folder's partial result, is staged when it is
-// posted, before its data has arrived). Size rules; where the calibration measured the NUMA
-// nodes' copy rates, only where they say the link limits the flat collectives
-// (numa_link_limits(); docs/topology.md).
+// posted, before its data has arrived). Where the calibration measured the NUMA nodes' copy
+// rates, each collective from the first of those sizes on which the model has the levels faster
+// (level_model(); docs/topology.md), or flat.
 void plan_levels(const Comm &c, shaddr_plan *out) {
   for (const LevelGroups &l : c.levels().levels) {
     shaddr_plan_level &pl = out->levels[out->nlevels++];
@@ -286,8 +286,6 @@ void plan_levels(const Comm &c, shaddr_plan *out) {
     pl.groups = static_cast<int>(l.groups());
   }
   if (!out->nlevels || c.backend().stages()) return;
-  // Measured: where the link does not limit the flat collectives, the levels only add a stage.
-  if (std::string why; numa_link_limits(c, &why) == 0) return;
   // The first size of @coll's copy path, if its last step is that path (a ring or streams
   // at the large sizes read across the levels their own way).
   const auto direct_from = [&](shaddr_coll coll) -> size_t {
@@ -313,6 +311,14 @@ void plan_levels(const Comm &c, shaddr_plan *out) {
         out->limits.reduce_levels_min = std::max<size_t>(from, 1);
       from = t.steps[i].upto + 1;
     }
+    out->limits.allreduce_levels_min = out->limits.reduce_levels_min;
+  }
+  if (const std::optional<LevelModel> m = level_model(c)) {
+    shaddr_plan_limits &l = out->limits;
+    l.bcast_levels_min = m->levels_from(SHADDR_COLL_BCAST, l.bcast_levels_min);
+    l.allgather_levels_min = m->levels_from(SHADDR_COLL_ALLGATHER, l.allgather_levels_min);
+    l.reduce_levels_min = m->levels_from(SHADDR_COLL_REDUCE, l.reduce_levels_min);
+    l.allreduce_levels_min = m->levels_from(SHADDR_COLL_ALLREDUCE, l.allreduce_levels_min);
   }
 }
 
@@ -328,7 +334,8 @@ uint64_t digest(const shaddr_plan &p) {
   }
   for (size_t v : {p.limits.slot_max, p.limits.bcast_fifo_max, p.limits.hier_segment,
                    p.limits.hier_mesh_max, p.limits.bcast_levels_min,
-                   p.limits.allgather_levels_min, p.limits.reduce_levels_min})
+                   p.limits.allgather_levels_min, p.limits.reduce_levels_min,
+                   p.limits.allreduce_levels_min})
     h = hash_mix(h, v);
   for (int i = 0; i < p.nlevels; i++)
     h = hash_mix(h, static_cast<uint64_t>(p.levels[i].level) << 40 |
@@ -352,23 +359,49 @@ std::string size_text(size_t b) {
 
 }  // namespace
 
-int numa_link_limits(const Comm &c, std::string *why) {
+std::optional<LevelModel> level_model(const Comm &c) {
   const LevelRates &r = c.model().numa_rates();
-  if (c.levels().flat() || !c.levels_weighed() || !r.known()) return -1;
+  if (c.levels().flat() || !c.levels_weighed() || !r.known()) return std::nullopt;
   const LevelGroups &l = c.levels().levels.front();
-  if (l.level != Level::kPackage && l.level != Level::kNuma) return -1;
-  const std::vector<size_t> members = l.sizes();
-  const size_t most = *std::max_element(members.begin(), members.end());
-  const double asked = static_cast<double>(most) * r.one_remote;
-  const int limits = asked > r.all_remote;
-  char line[256];
+  if (l.level != Level::kPackage && l.level != Level::kNuma) return std::nullopt;
+  // A stage of an algorithm is a post and a wait, as a Barrier's round is: its calibrated time.
+  const Backend &be = c.backend();
+  const double stage = c.model().shaddr_us(SHADDR_COLL_BARRIER, SHADDR_ALGO_BARRIER, be.kind(),
+                                           be.heap_stats() != nullptr, 0, c.size(), false,
+                                           SHADDR_FALLBACK_NONE);
+  return LevelModel(l, r, std::max(stage, 0.0), c.tuning().chunk);
+}
+
+std::string levels_weighing(const Comm &c, const shaddr_plan &p) {
+  const std::optional<LevelModel> m = level_model(c);
+  if (!m || !p.nlevels) return {};
+  const LevelRates &r = c.model().numa_rates();
+  char line[512];
   std::snprintf(line, sizeof(line),
-                "the calibration's NUMA copy rates: %zu ranks of a domain reading another at "
-                "%.1f GB/s each ask %.1f, %s the %.1f GB/s every core gets at once: %s",
-                most, r.one_remote, asked, limits ? "more than" : "within",
-                r.all_remote, limits ? "by the levels" : "flat (the link does not limit)");
-  *why = line;
-  return limits;
+                "the model over the calibration's NUMA copy rates (GB/s: one core %.3g local, "
+                "%.3g remote; every core %.3g local, %.3g remote):",
+                r.one_local, r.one_remote, r.all_local, r.all_remote);
+  std::string out = line;
+  const struct {
+    const char *name;
+    shaddr_coll coll;  // whose times are shown
+    size_t from;
+  } colls[] = {{"bcast", SHADDR_COLL_BCAST, p.limits.bcast_levels_min},
+               {"allgather", SHADDR_COLL_ALLGATHER, p.limits.allgather_levels_min},
+               {"reduce", SHADDR_COLL_REDUCE, p.limits.reduce_levels_min},
+               {"allreduce", SHADDR_COLL_ALLREDUCE, p.limits.allreduce_levels_min}};
+  const char *sep = " ";
+  for (const auto &k : colls) {
+    const size_t at = k.from ? k.from : LevelModel::kLargest;
+    const LevelModel::Times t = m->times(k.coll, at);
+    std::snprintf(line, sizeof(line), "%s%s %s%s (%s at %s: flat %.1f us, levels %.1f us)", sep,
+                  k.name, k.from ? "by the levels from " : "flat",
+                  k.from ? size_text(k.from).c_str() : "", coll_name(k.coll),
+                  size_text(at).c_str(), t.flat_us, t.levels_us);
+    out += line;
+    sep = ", ";
+  }
+  return out;
 }
 
 void build_plan(const Comm &c, shaddr_fallback fallback, shaddr_plan *out) {
@@ -422,6 +455,8 @@ std::string plan_levels_text(const shaddr_plan &p) {
     out += "; allgather from " + size_text(p.limits.allgather_levels_min);
   if (p.limits.reduce_levels_min)
     out += "; reduce from " + size_text(p.limits.reduce_levels_min);
+  if (p.limits.allreduce_levels_min)
+    out += "; allreduce from " + size_text(p.limits.allreduce_levels_min);
   return out;
 }
 

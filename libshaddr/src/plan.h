@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
+#include "level_model.h"
 #include "shaddr/coll.h"
 
 namespace shaddr {
@@ -29,7 +31,7 @@ inline int plan_table(shaddr_coll coll, unsigned flags) {
 }
 
 // "levels: flat", or "levels: numa 2 groups; bcast from 16K; allgather from 8193;
-// reduce from 5462"
+// reduce from 5462; allreduce from 5462"
 // (shaddr_plan_format's last line, without its newline; SHADDR_VERBOSE=1 prints it).
 std::string plan_levels_text(const shaddr_plan &p);
 
@@ -44,19 +46,20 @@ inline bool allgather_by_levels(const shaddr_plan &p, size_t largest) {
   return p.nlevels > 0 && p.limits.allgather_levels_min && largest >= p.limits.allgather_levels_min;
 }
 
-// Whether a Reduce/Allreduce of @bytes a rank, on the partitioned path, goes down the rank-order
-// chain of the plan's coarsest level (coll_reduce.cc): the same on every rank.
-inline bool reduce_by_levels(const shaddr_plan &p, size_t bytes) {
-  return p.nlevels > 0 && p.limits.reduce_levels_min && bytes >= p.limits.reduce_levels_min;
+// Whether a Reduce (@allreduce: Allreduce) of @bytes a rank, on the partitioned path, goes down
+// the rank-order chain of the plan's coarsest level (coll_reduce.cc): the same on every rank.
+inline bool reduce_by_levels(const shaddr_plan &p, size_t bytes, bool allreduce) {
+  const size_t from = allreduce ? p.limits.allreduce_levels_min : p.limits.reduce_levels_min;
+  return p.nlevels > 0 && from && bytes >= from;
 }
 
-// Whether the calibration's NUMA copy rates (CostModel::numa_rates()) say the link between
-// NUMA nodes is what limits a flat collective on @c: the largest group of the coarsest level,
-// each of its ranks copying from another node at the one-core rate, asks more than every core
-// of a node gets from another at once. 1 yes, 0 no, -1 not weighed (SHADDR_TOPOLOGY names
-// the levels, the calibration did not measure the rates, or the coarsest level is inside a
-// NUMA node). *why says it in a line.
-int numa_link_limits(const Comm &c, std::string *why);
+// The flat-vs-levels model of @c's coarsest level (level_model.h), where the plan weighs its
+// levels by it: SHADDR_TOPOLOGY=auto, the calibration measured the NUMA nodes' copy rates, and
+// the level is a NUMA node's or a package's. Else none: SHADDR_TOPOLOGY names the levels, or
+// nothing was measured, and the levels take the copy paths' sizes (docs/topology.md).
+std::optional<LevelModel> level_model(const Comm &c);
+// What the model said of plan @p's levels, for SHADDR_VERBOSE=1 ("" where it was not asked).
+std::string levels_weighing(const Comm &c, const shaddr_plan &p);
 
 // The step of table @table for @bytes.
 const shaddr_plan_step &plan_step(const shaddr_plan &p, int table, size_t bytes);

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,7 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
                 return 7;
               // Ranks alternating between the domains: the reduction's chain would cross at
               // every rank, more than the flat reduction reads across.
-              if (p->limits.reduce_levels_min) return 8;
+              if (p->limits.reduce_levels_min || p->limits.allreduce_levels_min) return 8;
               const std::string want = "\nlevels: numa 2 groups; bcast from " +
                                        std::to_string(p->limits.bcast_levels_min) +
                                        "; allgather from " +
@@ -135,11 +136,16 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
     const int n = static_cast<int>(layout->numa.size());
     EXPECT_EQ(on_layout(*layout, n, "cma", {}, [](shaddr_comm_t *c, int) {
                 const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
-                if (!p || p->limits.reduce_levels_min != p->limits.slot_max + 1) return 1;
+                if (!p || p->limits.reduce_levels_min != p->limits.slot_max + 1 ||
+                    p->limits.allreduce_levels_min != p->limits.reduce_levels_min)
+                  return 1;
                 const shaddr_plan *m = shaddr_comm_plan(c, SHADDR_FALLBACK_MPICH);
-                if (!m || m->limits.reduce_levels_min != p->limits.reduce_levels_min) return 2;
+                if (!m || m->limits.reduce_levels_min != p->limits.reduce_levels_min ||
+                    m->limits.allreduce_levels_min != p->limits.allreduce_levels_min)
+                  return 2;
+                const std::string from = std::to_string(p->limits.reduce_levels_min);
                 const std::string want =
-                    "; reduce from " + std::to_string(p->limits.reduce_levels_min) + "\n";
+                    "; reduce from " + from + "; allreduce from " + from + "\n";
                 return format(p).find(want) != std::string::npos ? 0 : 3;
               }),
               0)
@@ -157,6 +163,7 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
                           if (!want && (p->limits.bcast_levels_min ||
                                         p->limits.allgather_levels_min ||
                                         p->limits.reduce_levels_min ||
+                                        p->limits.allreduce_levels_min ||
                                         format(p).find("\nlevels: flat\n") == std::string::npos))
                             return 2;
                           if (rank == 0) (want ? levels_digest : flat_digest) = p->digest;
@@ -177,14 +184,18 @@ TEST(PlanLevels, KeptFromTheLocationsAndTheSetting) {
   EXPECT_EQ(on_layout(kTwoNuma, 4, "shm", {}, [](shaddr_comm_t *c, int) {
               const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
               return p && p->nlevels == 1 && !p->limits.bcast_levels_min &&
-                             !p->limits.allgather_levels_min && !p->limits.reduce_levels_min
+                             !p->limits.allgather_levels_min && !p->limits.reduce_levels_min &&
+                             !p->limits.allreduce_levels_min
                          ? 0
                          : 1;
             }),
             0);
   EXPECT_EQ(on_layout(kHalves, 4, "shm", {}, [](shaddr_comm_t *c, int) {
               const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
-              return p && p->nlevels == 1 && !p->limits.reduce_levels_min ? 0 : 1;
+              return p && p->nlevels == 1 && !p->limits.reduce_levels_min &&
+                             !p->limits.allreduce_levels_min
+                         ? 0
+                         : 1;
             }),
             0);
   // An Allgather that goes round the ring reads one neighbour at every size: not by levels.
@@ -254,43 +265,129 @@ int bcast_every_root(shaddr_comm_t *c, int rank, int relay) {
 // A calibration with the NUMA nodes' copy rates (level.numa=): under SHADDR_TOPOLOGY=auto the
 // plan uses the levels only where a domain's ranks reading another node at once ask more than
 // the link gives; a list of levels takes them as given; a bad line is refused, naming itself.
+// Two NUMA nodes of two ranks each, {0,1} {2,3}, as group_ranks() makes them.
+LevelGroups halves() {
+  LevelGroups l;
+  l.level = Level::kNuma;
+  l.group = {0, 0, 1, 1};
+  l.leader = {0, 2};
+  l.domain = {0, 1};
+  return l;
+}
+
+// The model's times worked by hand: the busiest of the reader cores, the links between the
+// domains and the copies inside each, plus a chunk's fill per extra phase and a stage a phase.
+TEST(LevelModel, TimeIsTheBusiestResource) {
+  const LevelRates r{10, 5, 8, 8};  // GB/s: 1e3 bytes a microsecond
+  const LevelModel m(halves(), r, 1.0, 256u << 10);
+  const double S = 4u << 20, fill = (256u << 10) / 1e3 / 10;
+  // Bcast flat: ranks 2 and 3 both read the root across (2 S on the link at 8, over a reader's
+  // S at 5); by the levels rank 2 reads the root and rank 3 reads rank 2: a reader's S at 5.
+  LevelModel::Times t = m.times(SHADDR_COLL_BCAST, 4u << 20);
+  EXPECT_NEAR(t.flat_us, 2 * S / 8e3 + 1, 1e-6);
+  EXPECT_NEAR(t.levels_us, S / 5e3 + fill + 2, 1e-6);
+  // Allgather flat: rank 0 reads 1 block inside and 2 across (S/10 + 2S/5 = S/2 a core), the
+  // link carries 4 blocks (S/2 at 8); by the levels rank 0 reads 1 across and 2 inside (S/5 +
+  // S/5), the link 2 blocks, but each domain copies 4 blocks inside it at 8: S/2 again.
+  t = m.times(SHADDR_COLL_ALLGATHER, 4u << 20);
+  EXPECT_NEAR(t.flat_us, S / 2e3 + 1, 1e-6);
+  EXPECT_NEAR(t.levels_us, S / 2e3 + fill + 2, 1e-6);
+  // So the Bcast goes by the levels from the size where the link's saving outgrows the fill
+  // and a stage: S (1/4 - 1/5) / 1e3 > 26.2 + 1, from 1 MiB of the sizes doubling from 16 KiB;
+  // the Allgather never (flat).
+  EXPECT_EQ(m.levels_from(SHADDR_COLL_BCAST, 16u << 10), size_t{1} << 20);
+  EXPECT_EQ(m.levels_from(SHADDR_COLL_BCAST, 3u << 20), size_t{3} << 20);
+  EXPECT_EQ(m.levels_from(SHADDR_COLL_ALLGATHER, 16u << 10), 0u);
+  EXPECT_EQ(m.levels_from(SHADDR_COLL_BCAST, 0), 0u);
+  // On a link of 1 GB/s under cores of 100, the flat Allreduce carries each operand's quarter
+  // across twice each way (2 S a direction), the chain a slice's partial across once and its
+  // result back once (S): at 1 GiB the chain takes half the time.
+  const LevelModel slow_link(halves(), LevelRates{100, 100, 100, 1}, 1.0, 256u << 10);
+  t = slow_link.times(SHADDR_COLL_ALLREDUCE, LevelModel::kLargest);
+  EXPECT_NEAR(t.levels_us / t.flat_us, 0.5, 0.01);
+  EXPECT_EQ(slow_link.levels_from(SHADDR_COLL_ALLREDUCE, 16u << 10), size_t{16} << 10);
+  // Where the domains copy inside them at 40 (10/5/40/8) the chain's Allreduce wins: a core
+  // reads half the slices' operands or results inside and half across (S/5 against flat's
+  // S/4). Its Reduce does not: the root reads every slice across (S/5) after its folds
+  // (S/20), flat's root a quarter inside and half across in each of two phases (S/4), both
+  // in two phases: a tie, which keeps flat.
+  const LevelModel narrow(halves(), LevelRates{10, 5, 40, 8}, 1.0, 256u << 10);
+  EXPECT_EQ(narrow.levels_from(SHADDR_COLL_REDUCE, 16u << 10), 0u);
+  EXPECT_NE(narrow.levels_from(SHADDR_COLL_ALLREDUCE, 16u << 10), 0u);
+  t = narrow.times(SHADDR_COLL_REDUCE, 4u << 20);
+  EXPECT_NEAR(t.flat_us, S / 4e3 + fill + 2, 1e-6);
+  EXPECT_NEAR(t.levels_us, S / 4e3 + fill + 2, 1e-6);
+  // Ranks alternating between the domains: the chain does not pay, the reductions stay flat.
+  LevelGroups alternating = halves();
+  alternating.group = {0, 1, 0, 1};
+  alternating.leader = {0, 1};
+  const LevelModel alt(alternating, LevelRates{100, 100, 100, 1}, 1.0, 256u << 10);
+  t = alt.times(SHADDR_COLL_ALLREDUCE, LevelModel::kLargest);
+  EXPECT_EQ(t.levels_us, t.flat_us);
+  EXPECT_EQ(alt.levels_from(SHADDR_COLL_ALLREDUCE, 16u << 10), 0u);
+}
+
+// Under SHADDR_TOPOLOGY=auto with the calibration's NUMA rates, each collective takes the levels
+// from the size the model gives (above: by hand), not the copy path's first size; a named list
+// takes the levels from the copy path as given.
 TEST(PlanLevels, WeighedByTheCalibrationsNumaRates) {
-  const auto limits_used = [](const shaddr_plan *p) {
-    return p->limits.bcast_levels_min && p->limits.allgather_levels_min &&
-           p->limits.reduce_levels_min;
-  };
-  const auto limits_none = [](const shaddr_plan *p) {
-    return !p->limits.bcast_levels_min && !p->limits.allgather_levels_min &&
-           !p->limits.reduce_levels_min;
-  };
-  // 2 ranks x 5 GB/s ask 10, the link gives 8: by the levels.
+  // The copy paths' sizes, which SHADDR_TOPOLOGY=numa takes as given.
+  shaddr_plan_limits given{};
   const TextFile narrow("# calibration\nlevel.numa=10.0/5.0/40.0/8.0\n");
-  EXPECT_EQ(on_layout(kHalves, 4, "cma", {{"SHADDR_CALIBRATION", narrow.path}},
-                      [&](shaddr_comm_t *c, int) {
+  EXPECT_EQ(on_layout(kHalves, 4, "cma",
+                      {{"SHADDR_CALIBRATION", narrow.path}, {"SHADDR_TOPOLOGY", "numa"}},
+                      [&](shaddr_comm_t *c, int rank) {
                         const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
-                        return p && p->nlevels == 1 && limits_used(p) ? 0 : 1;
+                        if (!p || p->nlevels != 1 || level_model(*from_handle(c))) return 1;
+                        if (rank == 0) given = p->limits;
+                        return 0;
                       }),
             0);
-  // 2 x 9 = 18 within 30: flat, the level still listed; named, the levels are used anyway.
-  const TextFile wide("level.numa=10/9/40/30\n");
-  for (const char *choice : {"auto", "numa"}) {
-    EXPECT_EQ(on_layout(kHalves, 4, "cma",
-                        {{"SHADDR_CALIBRATION", wide.path}, {"SHADDR_TOPOLOGY", choice}},
+  ASSERT_NE(given.bcast_levels_min, 0u);
+  ASSERT_NE(given.allgather_levels_min, 0u);
+  ASSERT_NE(given.reduce_levels_min, 0u);
+  ASSERT_EQ(given.allreduce_levels_min, given.reduce_levels_min);
+  // Under auto: the model's sizes. A narrow link (2 readers at 5 ask 10 of its 8): every
+  // collective by the levels, from larger sizes than the copy path's; a core-bound machine
+  // (10/9/40/30): the Bcast flat; 10/5/8/8 (above): the Bcast by the levels, the Allgather flat.
+  for (const char *rates : {"10.0/5.0/40.0/8.0", "10/9/40/30", "10/5/8/8"}) {
+    const TextFile f(std::string("level.numa=") + rates + "\n");
+    EXPECT_EQ(on_layout(kHalves, 4, "cma", {{"SHADDR_CALIBRATION", f.path}},
                         [&](shaddr_comm_t *c, int) {
                           const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
                           if (!p || p->nlevels != 1) return 1;
-                          const bool weighed = std::strcmp(choice, "auto") == 0;
-                          if (weighed ? !limits_none(p) : !limits_used(p)) return 2;
-                          std::string why;
-                          const int limits = numa_link_limits(*from_handle(c), &why);
-                          if (limits != (weighed ? 0 : -1)) return 3;
-                          const bool says =
-                              why.find("18.0, within the 30.0 GB/s") != std::string::npos;
-                          if (weighed && !says) return 4;
+                          const std::optional<LevelModel> m = level_model(*from_handle(c));
+                          if (!m) return 2;
+                          const shaddr_plan_limits &l = p->limits;
+                          if (l.bcast_levels_min !=
+                                  m->levels_from(SHADDR_COLL_BCAST, given.bcast_levels_min) ||
+                              l.allgather_levels_min !=
+                                  m->levels_from(SHADDR_COLL_ALLGATHER,
+                                                 given.allgather_levels_min) ||
+                              l.reduce_levels_min !=
+                                  m->levels_from(SHADDR_COLL_REDUCE, given.reduce_levels_min) ||
+                              l.allreduce_levels_min !=
+                                  m->levels_from(SHADDR_COLL_ALLREDUCE,
+                                                 given.allreduce_levels_min))
+                            return 3;
+                          const std::string r = rates;
+                          if (r == "10.0/5.0/40.0/8.0" &&
+                              (l.bcast_levels_min <= given.bcast_levels_min ||
+                               !l.allgather_levels_min || !l.allreduce_levels_min))
+                            return 4;
+                          if (r == "10/9/40/30" && l.bcast_levels_min) return 5;
+                          if (r == "10/5/8/8" && (!l.bcast_levels_min || l.allgather_levels_min))
+                            return 6;
+                          // SHADDR_VERBOSE's account names each choice with its times.
+                          const std::string why = levels_weighing(*from_handle(c), *p);
+                          if (why.find("GB/s: one core 10 local") == std::string::npos ||
+                              why.find("(bcast at ") == std::string::npos ||
+                              why.find("(allreduce at ") == std::string::npos)
+                            return 7;
                           return 0;
                         }),
               0)
-        << choice;
+        << rates;
   }
   // A line that does not parse: no communicator, and the error names the line.
   for (const char *bad : {"level.numa=10/9/40\n", "level.numa=10/0/40/30\n",
@@ -459,7 +556,10 @@ double operand(size_t i, int r, int call) {
 int reductions(shaddr_comm_t *c, int rank, bool levels) {
   Comm &comm = *from_handle(c);
   const shaddr_plan &p = comm.plan(SHADDR_FALLBACK_NONE);
-  if ((p.limits.reduce_levels_min != 0) != levels) return 1;
+  // Without NUMA rates both reductions take the chain from the same size.
+  if ((p.limits.reduce_levels_min != 0) != levels ||
+      p.limits.allreduce_levels_min != p.limits.reduce_levels_min)
+    return 1;
   const int n = comm.size();
   const size_t min = levels ? p.limits.reduce_levels_min : p.limits.slot_max + 1;
   int call = 0;

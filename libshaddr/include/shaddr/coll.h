@@ -382,12 +382,14 @@ struct shaddr_plan_table {
  *                        the copy path's sizes ("direct", not the ring), where the plan keeps a
  *                        level, the backend does not stage and the node has at most 255 ranks;
  *                        0: none.
- * @reduce_levels_min: a Reduce or Allreduce of at least this many bytes a rank that takes the
- *                     partitioned path folds each slice down the rank-order chain of the coarsest
- *                     level (the runs of consecutive ranks in one domain, each starting from the
- *                     previous run's partial result), where that chain crosses between domains
- *                     less than the flat reduction's reads, the backend does not stage and the
- *                     node has at most 255 ranks; 0: none. Appended last.
+ * @reduce_levels_min: a Reduce of at least this many bytes a rank that takes the partitioned
+ *                     path folds each slice down the rank-order chain of the coarsest level (the
+ *                     runs of consecutive ranks in one domain, each starting from the previous
+ *                     run's partial result), where that chain crosses between domains less than
+ *                     the flat reduction's reads, the backend does not stage and the node has at
+ *                     most 255 ranks; 0: none.
+ * @allreduce_levels_min: the same for an Allreduce (whose result then crosses back once per
+ *                        group); the model can put the two apart. Appended last.
  */
 struct shaddr_plan_limits {
 	size_t slot_max;
@@ -397,6 +399,7 @@ struct shaddr_plan_limits {
 	size_t bcast_levels_min;
 	size_t allgather_levels_min;
 	size_t reduce_levels_min;
+	size_t allreduce_levels_min;
 };
 
 /* A level of the node's topology (docs/topology.md), coarse to fine. */
