@@ -126,9 +126,9 @@ constexpr SettingDef kSettings[] = {
             "level that splits the node's bound ranks), `flat` (none), or a comma list of "
             "`package`, `numa`, `l3`, `l2` (docs/topology.md). The plan groups the ranks by "
             "these levels (its `levels:` line); large Bcast, Allgather, Reduce and Allreduce "
-            "use them (under `auto` only where the calibration's NUMA copy rates say the link "
-            "limits the flat ones, when it measured them); `shaddr-info --topology` shows the "
-            "grouping"),
+            "use them (under `auto`, where the calibration measured the NUMA copy rates, each "
+            "from the size the cost model has them faster, or not at all); `shaddr-info "
+            "--topology` shows the grouping"),
     typed("SHADDR_WAIT", T::kChoice, L::kLibrary, kRank, kEnvOnly, 0, 0, "auto spin sleep",
           "`auto`",
           "how a rank waits for a peer: `auto` (spin and yield with a CPU per rank; with more "
