@@ -373,8 +373,9 @@ std::optional<LevelModel> level_model(const Comm &c) {
 }
 
 std::string levels_weighing(const Comm &c, const shaddr_plan &p) {
+  // On a staging backend no collective goes by the levels, whatever the model says.
   const std::optional<LevelModel> m = level_model(c);
-  if (!m || !p.nlevels) return {};
+  if (!m || !p.nlevels || c.backend().stages()) return {};
   const LevelRates &r = c.model().numa_rates();
   char line[512];
   std::snprintf(line, sizeof(line),

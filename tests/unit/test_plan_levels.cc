@@ -389,6 +389,17 @@ TEST(PlanLevels, WeighedByTheCalibrationsNumaRates) {
               0)
         << rates;
   }
+  // A staging backend takes no collective by the levels, and the verbose account says nothing
+  // of a model it does not follow.
+  EXPECT_EQ(on_layout(kHalves, 4, "shm", {{"SHADDR_CALIBRATION", narrow.path}},
+                      [&](shaddr_comm_t *c, int) {
+                        const shaddr_plan *p = shaddr_comm_plan(c, SHADDR_FALLBACK_NONE);
+                        if (!p || p->nlevels != 1 || p->limits.bcast_levels_min ||
+                            p->limits.allreduce_levels_min)
+                          return 1;
+                        return levels_weighing(*from_handle(c), *p).empty() ? 0 : 2;
+                      }),
+            0);
   // A line that does not parse: no communicator, and the error names the line.
   for (const char *bad : {"level.numa=10/9/40\n", "level.numa=10/0/40/30\n",
                           "level.numa=10/9/40/30x\n"}) {
