@@ -80,6 +80,20 @@ bool reduce_chain_pays(const LevelGroups &l) {
   return n <= 255 && (chain_runs(l).size() - 1) * n < flat;
 }
 
+// Slices enough that the runs overlap (run j waits for run j - 1's first slice only, 1/8 of a
+// rank's share: flat's time plus an eighth), not smaller than kSliceMin, and at most kMaxTasks
+// a rank of the smallest run or group, so that its folds and relays fit a stage (8 bits, 255 =
+// failed).
+size_t chain_slices(const LevelGroups &l, size_t bytes, size_t count) {
+  constexpr size_t kSliceMin = 4u << 10, kMaxTasks = 120;
+  size_t smallest = l.group.size();
+  for (const ChainRun &r : chain_runs(l))
+    smallest = std::min(smallest, static_cast<size_t>(r.count));
+  for (size_t m : l.sizes()) smallest = std::min(smallest, m);
+  return std::min({8 * l.group.size(), std::max<size_t>(1, bytes / kSliceMin), count,
+                   kMaxTasks * smallest});
+}
+
 namespace {
 
 struct Args {
@@ -179,17 +193,11 @@ int partitioned_reduce(Comm &c, const Args &a) {
 // back to back in its exposure 1. The last run's folder of a slice holds its result: in its
 // receive buffer (exposure 2) for an Allreduce or at the root, else in exposure 1.
 struct Chain {
-  Chain(const LevelGroups &l, const Args &a) : runs(chain_runs(l)), count(a.count), esize(a.esize) {
-    size_t smallest = l.group.size();
-    for (const ChainRun &r : runs) smallest = std::min(smallest, static_cast<size_t>(r.count));
-    for (size_t m : l.sizes()) smallest = std::min(smallest, m);
-    // Slices enough that the runs overlap (run j waits for run j - 1's first slice only, 1/8
-    // of a rank's share: flat's time plus an eighth), not smaller than kSliceMin, and at most
-    // kMaxTasks a rank, so that its folds and relays fit a stage (8 bits, 255 = failed).
-    constexpr size_t kSliceMin = 4u << 10, kMaxTasks = 120;
-    slices = std::min({8 * l.group.size(), std::max<size_t>(1, a.bytes / kSliceMin), count,
-                       kMaxTasks * smallest});
-  }
+  Chain(const LevelGroups &l, const Args &a)
+      : runs(chain_runs(l)),
+        count(a.count),
+        esize(a.esize),
+        slices(chain_slices(l, a.bytes, a.count)) {}
   size_t lo(size_t t) const { return count * t / slices; }
   size_t bytes(size_t t) const { return (lo(t + 1) - lo(t)) * esize; }
   int folder(size_t j, size_t t) const {

@@ -50,6 +50,9 @@ std::vector<ChainRun> chain_runs(const LevelGroups &l);
 // at most 255 ranks (a rank's folds are stages, 8 bits). Rank order decides, not only the
 // grouping: ranks alternating between two domains make a chain as long as the node.
 bool reduce_chain_pays(const LevelGroups &l);
+// Into how many slices the chain of @l cuts a vector of @count elements, @bytes in all
+// (coll_reduce.cc Chain; @bytes and @count SIZE_MAX: at large sizes, as the cost model takes it).
+size_t chain_slices(const LevelGroups &l, size_t bytes, size_t count);
 
 // coll_gather.cc. Gather, Scatter, Allgather of `per_rank` bytes per block, and Alltoall of
 // n blocks of that size (`per_rank` = n * block), go through the control block's slots.

@@ -4,6 +4,7 @@
 #include "level_model.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace shaddr {
 
@@ -16,12 +17,10 @@ LevelModel::LevelModel(const LevelGroups &level, const LevelRates &rates, double
       rates_(rates),
       stage_us_(stage_us),
       chunk_(chunk),
-      chain_pays_(reduce_chain_pays(level)) {
+      chain_pays_(reduce_chain_pays(level)),
+      slices_(chain_slices(level, SIZE_MAX, SIZE_MAX)) {
   for (size_t r = 0; r < group_.size(); r++)
     members_[static_cast<size_t>(group_[r])].push_back(static_cast<int>(r));
-  // A rate the calibration gave as 0 (never: CostModel refuses it) would make every load free.
-  if (rates_.one_local <= 0) rates_.one_local = rates_.one_remote;
-  if (rates_.all_local <= 0) rates_.all_local = rates_.all_remote;
   for (bool levels : {false, true}) {
     Loads *to = levels ? levels_ : flat_;
     to[SHADDR_COLL_BCAST] = bcast(levels);
@@ -131,13 +130,9 @@ LevelModel::Loads LevelModel::reduction(bool levels, bool all) const {
     return l;
   }
   Loads l = empty(all ? 3 : 2);
-  size_t smallest = group_.size();
-  for (const ChainRun &r : runs_) smallest = std::min(smallest, static_cast<size_t>(r.count));
-  for (const std::vector<int> &m : members_) smallest = std::min(smallest, m.size());
-  const size_t slices = std::min(8 * group_.size(), 120 * smallest);
-  const double share = 1.0 / static_cast<double>(slices);
-  std::vector<int> holder(slices);
-  for (size_t t = 0; t < slices; t++) {
+  const double share = 1.0 / static_cast<double>(slices_);
+  std::vector<int> holder(slices_);
+  for (size_t t = 0; t < slices_; t++) {
     int prev = -1;
     for (const ChainRun &run : runs_) {
       const int f = run.first + static_cast<int>(t % static_cast<size_t>(run.count));
@@ -149,14 +144,14 @@ LevelModel::Loads LevelModel::reduction(bool levels, bool all) const {
     holder[t] = prev;
   }
   if (!all) {
-    for (size_t t = 0; t < slices; t++)
+    for (size_t t = 0; t < slices_; t++)
       if (holder[t] != 0) add(&l, holder[t], 0, share);
     return l;
   }
   const int last = group_[static_cast<size_t>(runs_.back().first)];
   for (size_t g = 0; g < members_.size(); g++) {
     const std::vector<int> &mates = members_[g];
-    for (size_t t = 0; t < slices; t++) {
+    for (size_t t = 0; t < slices_; t++) {
       const int h = holder[t];
       const int src = static_cast<int>(g) == last ? h : mates[t % mates.size()];
       if (src != h) add(&l, h, src, share);

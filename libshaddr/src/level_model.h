@@ -62,6 +62,7 @@ class LevelModel {
   double stage_us_;
   size_t chunk_;
   bool chain_pays_;
+  size_t slices_;  // the chain's, at large sizes
   Loads flat_[SHADDR_COLL_COUNT], levels_[SHADDR_COLL_COUNT];
 };
 
