@@ -175,7 +175,8 @@ class Comm {
     ring_pending_ = false;
     ring(block_->bell(rank_));
   }
-  // A flag of this rank changed and nobody was rung yet (slot_publish() defers its ring): ring.
+  // A flag of this rank changed and nobody was rung yet (announce_call() and slot_publish()
+  // defer their rings): ring.
   // Done before this rank could yield or sleep in a wait (wait_until) and when the collective
   // returns (account()), so that the ring's full barrier, which waits for the store to reach
   // the other cores, overlaps this rank's wait for its peers instead of preceding it.
@@ -422,7 +423,11 @@ inline uint64_t Comm::announce_call(uint64_t token) {
   // Release: a reader that sees the new token sees the writing mark before it.
   mine.token.store(token, std::memory_order_release);
   mine.call.store(k, std::memory_order_release);
-  ring_mine();
+  // Rung as a slot's publication is (ring_if_pending()), at the latest when the call is
+  // settled: the peers see the record as soon as the store reaches them, and the barrier that
+  // wakes a sleeper no longer precedes it on this rank's way to its data (a slot round's root
+  // rings its record and its data with one barrier instead of two).
+  ring_pending_ = true;
   return k;
 }
 
@@ -450,6 +455,7 @@ inline int Comm::settle_call() {
   const uint64_t k = pending_call_;
   pending_call_ = 0;
   const int err = size_ == 1 ? 0 : await_call(k, pending_token_);
+  ring_if_pending();  // the record (announce_call()), if the wait did not ring it
   if (err == -EXDEV)
     return fail(err, "a peer made this call with other arguments or ran it elsewhere");
   return err ? fail(err, "the call's agreement: a peer died") : 0;
