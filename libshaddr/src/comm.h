@@ -153,8 +153,13 @@ class Comm {
   // collective that follows settles it before it reads anything of its peers or writes the
   // caller's output. A slot round settles it after publishing this rank's slot (slot_open()),
   // so that waiting for the peers' records overlaps with theirs for this rank's data.
+  // The record's ring (the full barrier that wakes a sleeping peer) is deferred to the settling
+  // (settle_call()), and in a slot round further, as its publication's is (ring_if_pending()):
+  // the round's own waits and its return ring it.
   void announce_pending(uint64_t token);
-  int settle_call();  // agree_call()'s wait for the pending call; 0 if none is pending
+  // agree_call()'s wait for the pending call; 0 if none is pending. Rings the record unless
+  // @in_slot_round (the slot round rings it; every other wait may sleep without ringing).
+  int settle_call(bool in_slot_round = false);
 
   // Copy len bytes at peer's (exposed) address into dst, in tuning().chunk pieces.
   int copy_from(int peer, uint64_t addr, void *dst, size_t len);
@@ -202,7 +207,7 @@ class Comm {
   int slot_settle(uint64_t j);
   // A rank that does not write its slot in round j: settles a pending call first.
   int slot_next(uint64_t *j) {
-    if (int err = settle_call()) return err;
+    if (int err = settle_call(true)) return err;
     *j = ++slot_seq_;
     return 0;
   }
@@ -253,7 +258,7 @@ class Comm {
     return fail(-ECANCELED, "rank " + std::to_string(peer) +
                                 " could not expose its buffer: nothing of it was read");
   }
-  uint64_t announce_call(uint64_t token);  // writes this rank's ledger record, and rings
+  uint64_t announce_call(uint64_t token);  // writes this rank's ledger record (ring deferred)
   int await_call(uint64_t k, uint64_t token);
   bool peer_done_with(int r, uint64_t round);  // rank r no longer reads round `round` or older
   int rank_ = 0, size_ = 0;
@@ -423,10 +428,9 @@ inline uint64_t Comm::announce_call(uint64_t token) {
   // Release: a reader that sees the new token sees the writing mark before it.
   mine.token.store(token, std::memory_order_release);
   mine.call.store(k, std::memory_order_release);
-  // Rung as a slot's publication is (ring_if_pending()), at the latest when the call is
-  // settled: the peers see the record as soon as the store reaches them, and the barrier that
-  // wakes a sleeper no longer precedes it on this rank's way to its data (a slot round's root
-  // rings its record and its data with one barrier instead of two).
+  // Rung later (announce_pending()): the peers see the record as soon as the store reaches
+  // them, and the barrier that wakes a sleeper does not precede this rank's way to its data (a
+  // slot round rings its record and its publication with one barrier instead of two).
   ring_pending_ = true;
   return k;
 }
@@ -445,17 +449,17 @@ inline void Comm::forward_call() {
 }
 
 inline void Comm::announce_pending(uint64_t token) {
-  if (pending_call_) settle_call();
+  if (pending_call_) settle_call();  // a collective that never ran: its call is over
   pending_token_ = token;
   pending_call_ = announce_call(token);
 }
 
-inline int Comm::settle_call() {
+inline int Comm::settle_call(bool in_slot_round) {
   if (!pending_call_) return 0;
   const uint64_t k = pending_call_;
   pending_call_ = 0;
   const int err = size_ == 1 ? 0 : await_call(k, pending_token_);
-  ring_if_pending();  // the record (announce_call()), if the wait did not ring it
+  if (err || !in_slot_round) ring_if_pending();
   if (err == -EXDEV)
     return fail(err, "a peer made this call with other arguments or ran it elsewhere");
   return err ? fail(err, "the call's agreement: a peer died") : 0;
@@ -514,7 +518,7 @@ inline int Comm::slot_open(uint64_t *j) {
     for (int r = 0; r < size_ && ready && need; r++)
       ready = r == rank_ || peer_done_with(r, need);
     if (!ready) {
-      if (int err = settle_call()) return err;
+      if (int err = settle_call(true)) return err;
     } else {
       spec_round_ = next;
       spec_prev_round_ = block_->slot_header(rank_, next).round.load(std::memory_order_relaxed);
@@ -533,7 +537,7 @@ inline int Comm::slot_open(uint64_t *j) {
 inline int Comm::slot_settle(uint64_t j) {
   if (spec_round_ != j) return 0;  // settled before the round was opened, or nothing pending
   spec_round_ = 0;
-  const int err = settle_call();
+  const int err = settle_call(true);
   if (err == -EXDEV) {
     if (slot_published_ == j) {
       block_->slot_header(rank_, j).round.store(spec_prev_round_, std::memory_order_release);

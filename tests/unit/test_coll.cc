@@ -698,74 +698,102 @@ int run_differing(shaddr_comm_t *c, Kind kind, size_t bytes, int rank, int size,
   return after.failures != before.failures || after.fifo_calls != before.fifo_calls ? -1 : rc;
 }
 
-}  // namespace
-
 // shaddr_call_announce: the collective that follows, each of the eleven, settles the agreement,
 // a slot round after publishing its own slot. Equal tokens run it; a differing token, a rank
 // that forwarded the call, or one that forwarded and ran ahead make every rank that announced
 // get -EXDEV from the collective with its output untouched; and the rounds stay in step after
-// (the next agreed call of every kind is right), on the slots and past them.
+// (the next agreed call of every kind is right), on the slots and past them. @doze: a rank now
+// and then late to its record. 0, or the failing REQUIRE's code.
+int announced_calls(shaddr_comm_t *c, int rank, int size, const std::vector<size_t> &sizes,
+                    bool doze) {
+  uint64_t token = 0x5150;
+  for (size_t bytes : sizes)
+    for (Kind kind : kKinds)
+      for (int scenario = 0; scenario < 4; scenario++) {
+        const int k = static_cast<int>(kind);
+        token++;
+        // A rank late to its record now and then: its peers lie down waiting for it.
+        if (doze && rank == static_cast<int>(token % size) && token % 3 == 0) usleep(token % 400);
+        bool ok = false;
+        int rc = 0;
+        if (scenario == 0) {  // equal
+          REQUIRE(shaddr_call_announce(c, token) == 0, 1, "announce");
+          rc = run_kind(c, kind, bytes, rank, size, token, &ok);
+          REQUIRE(rc == 0 && ok, 2, "kind %d %zu B: equal tokens: rc %d ok %d", k, bytes, rc, ok);
+        } else if (scenario == 1) {  // the last rank's token differs
+          REQUIRE(shaddr_call_announce(c, rank == size - 1 ? token + 1 : token) == 0, 3, "announce");
+          rc = run_differing(c, kind, bytes, rank, size, token, &ok);
+          REQUIRE(rc == -EXDEV && ok, 4, "kind %d %zu B: a differing token: rc %d ok %d", k, bytes, rc, ok);
+        } else if (scenario == 2) {  // the last rank forwards
+          if (rank == size - 1) {
+            REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 5, "forward");
+          } else {
+            REQUIRE(shaddr_call_announce(c, token) == 0, 6, "announce");
+            rc = run_differing(c, kind, bytes, rank, size, token, &ok);
+            REQUIRE(rc == -EXDEV && ok, 7, "kind %d %zu B: a rank forwarded: rc %d ok %d", k, bytes, rc, ok);
+          }
+        } else {  // rank 0 forwards three calls and runs ahead
+          if (rank == 0) {
+            for (int f = 0; f < 3; f++)
+              REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 8, "forward");
+          } else {
+            REQUIRE(shaddr_call_announce(c, token) == 0, 9, "announce");
+            rc = run_differing(c, kind, bytes, rank, size, token, &ok);
+            REQUIRE(rc == -EXDEV && ok, 10, "kind %d %zu B: the peer ran ahead: rc %d ok %d", k, bytes, rc, ok);
+            for (int f = 0; f < 2; f++)
+              REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 11, "forward");
+          }
+        }
+        // In step after: one agreed call of every kind, through the slots. The first one's
+        // root (the Bcast's) is late: a reader must not take what it published for the call
+        // that did not run for this call's data.
+        for (Kind next : kKinds) {
+          token++;
+          REQUIRE(shaddr_call_announce(c, token) == 0, 12, "announce");
+          if (next == kKinds[0] && rank == 1 % size) usleep(2000);
+          rc = run_kind(c, next, 64, rank, size, token, &ok);
+          REQUIRE(rc == 0 && ok, 13, "after kind %d %zu B scenario %d: kind %d: rc %d ok %d", k, bytes, scenario, static_cast<int>(next), rc, ok);
+        }
+      }
+  // Calls whose records differed (-EXDEV) are the agreement's answer, not failures of the
+  // collective.
+  shaddr_comm_stats st{};
+  REQUIRE(shaddr_comm_get_stats(c, &st) == 0 && st.failures == 0, 14,
+          "%llu failures counted", (unsigned long long)st.failures);
+  return 0;
+}
+
+}  // namespace
+
 TEST_P(Coll, AnnouncedCallIsSettledByTheCollective) {
   for (int n : node_sizes()) {
     if (n < 2) continue;
     EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
-                uint64_t token = 0x5150;
-                for (size_t bytes : {size_t(64), slot_max_default(size) + 8})
-                  for (Kind kind : kKinds)
-                    for (int scenario = 0; scenario < 4; scenario++) {
-                      const int k = static_cast<int>(kind);
-                      token++;
-                      bool ok = false;
-                      int rc = 0;
-                      if (scenario == 0) {  // equal
-                        REQUIRE(shaddr_call_announce(c, token) == 0, 1, "announce");
-                        rc = run_kind(c, kind, bytes, rank, size, token, &ok);
-                        REQUIRE(rc == 0 && ok, 2, "kind %d %zu B: equal tokens: rc %d ok %d", k, bytes, rc, ok);
-                      } else if (scenario == 1) {  // the last rank's token differs
-                        REQUIRE(shaddr_call_announce(c, rank == size - 1 ? token + 1 : token) == 0, 3, "announce");
-                        rc = run_differing(c, kind, bytes, rank, size, token, &ok);
-                        REQUIRE(rc == -EXDEV && ok, 4, "kind %d %zu B: a differing token: rc %d ok %d", k, bytes, rc, ok);
-                      } else if (scenario == 2) {  // the last rank forwards
-                        if (rank == size - 1) {
-                          REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 5, "forward");
-                        } else {
-                          REQUIRE(shaddr_call_announce(c, token) == 0, 6, "announce");
-                          rc = run_differing(c, kind, bytes, rank, size, token, &ok);
-                          REQUIRE(rc == -EXDEV && ok, 7, "kind %d %zu B: a rank forwarded: rc %d ok %d", k, bytes, rc, ok);
-                        }
-                      } else {  // rank 0 forwards three calls and runs ahead
-                        if (rank == 0) {
-                          for (int f = 0; f < 3; f++)
-                            REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 8, "forward");
-                        } else {
-                          REQUIRE(shaddr_call_announce(c, token) == 0, 9, "announce");
-                          rc = run_differing(c, kind, bytes, rank, size, token, &ok);
-                          REQUIRE(rc == -EXDEV && ok, 10, "kind %d %zu B: the peer ran ahead: rc %d ok %d", k, bytes, rc, ok);
-                          for (int f = 0; f < 2; f++)
-                            REQUIRE(shaddr_call_agree(c, SHADDR_CALL_FORWARDED) == 0, 11, "forward");
-                        }
-                      }
-                      // In step after: one agreed call of every kind, through the slots. The
-                      // first one's root (the Bcast's) is late: a reader must not take what it
-                      // published for the call that did not run for this call's data.
-                      for (Kind next : kKinds) {
-                        token++;
-                        REQUIRE(shaddr_call_announce(c, token) == 0, 12, "announce");
-                        if (next == kKinds[0] && rank == 1 % size) usleep(2000);
-                        rc = run_kind(c, next, 64, rank, size, token, &ok);
-                        REQUIRE(rc == 0 && ok, 13, "after kind %d %zu B scenario %d: kind %d: rc %d ok %d", k, bytes, scenario, static_cast<int>(next), rc, ok);
-                      }
-                    }
-                // Calls whose records differed (-EXDEV) are the agreement's answer, not
-                // failures of the collective.
-                shaddr_comm_stats st{};
-                REQUIRE(shaddr_comm_get_stats(c, &st) == 0 && st.failures == 0, 14,
-                        "%llu failures counted", (unsigned long long)st.failures);
-                return 0;
+                return announced_calls(c, rank, size, {64, slot_max_default(size) + 8}, false);
               }),
               0)
         << "n=" << n;
   }
+}
+
+// The same calls with waiters that sleep soon and are woken only by a ring (as
+// SleepingWaitersAreWokenByTheRankTheyWaitFor): a call's record defers its ring to the
+// collective that follows (Comm::announce_pending), which must ring it on every way out -
+// agreed, -EXDEV, nothing to move - or a peer asleep on the record sleeps 30 s.
+TEST_P(Coll, SleepingWaitersAreWokenByTheLedgersRecords) {
+  setenv("SHADDR_WAIT", "sleep", 1);
+  setenv("SHADDR_WAIT_SLEEP_MAX", "30000000", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int n : {2, 3})
+    EXPECT_EQ(on_ranks(n, GetParam(), [&](shaddr_comm_t *c, int rank, int size) {
+                return announced_calls(c, rank, size, {0, 64, slot_max_default(size) + 8}, true);
+              }),
+              0)
+        << "n=" << n;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 25.0) << "a wait was not woken by a ring (it slept until SHADDR_WAIT_SLEEP_MAX)";
+  unsetenv("SHADDR_WAIT");
+  unsetenv("SHADDR_WAIT_SLEEP_MAX");
 }
 
 TEST_P(Coll, GatherScatter) {
