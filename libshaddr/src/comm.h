@@ -153,9 +153,10 @@ class Comm {
   // collective that follows settles it before it reads anything of its peers or writes the
   // caller's output. A slot round settles it after publishing this rank's slot (slot_open()),
   // so that waiting for the peers' records overlaps with theirs for this rank's data.
-  // The record's ring (the full barrier that wakes a sleeping peer) is deferred to the settling
-  // (settle_call()), and in a slot round further, as its publication's is (ring_if_pending()):
-  // the round's own waits and its return ring it.
+  //
+  // The record's ring (the full barrier that wakes a sleeping peer) is deferred so that it does
+  // not precede this rank's way to its data: the settling rings it, and in a slot round the
+  // round's own waits and its return do, as for its publication (one barrier for both).
   void announce_pending(uint64_t token);
   // agree_call()'s wait for the pending call; 0 if none is pending. Rings the record unless
   // @in_slot_round (the slot round rings it; every other wait may sleep without ringing).
@@ -428,10 +429,7 @@ inline uint64_t Comm::announce_call(uint64_t token) {
   // Release: a reader that sees the new token sees the writing mark before it.
   mine.token.store(token, std::memory_order_release);
   mine.call.store(k, std::memory_order_release);
-  // Rung later (announce_pending()): the peers see the record as soon as the store reaches
-  // them, and the barrier that wakes a sleeper does not precede this rank's way to its data (a
-  // slot round rings its record and its publication with one barrier instead of two).
-  ring_pending_ = true;
+  ring_pending_ = true;  // rung later (announce_pending()); the peers see the store anyway
   return k;
 }
 
